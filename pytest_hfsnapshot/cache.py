@@ -1,0 +1,170 @@
+"""Where things live in a huggingface_hub cache, and where our own records live beside them.
+
+This is the one module that knows the cache layout by hand::
+
+    {cache}/{models|datasets|spaces}--org--name/
+        blobs/<etag>                     file contents (git sha1, or sha256 for LFS)
+        blobs/<etag>.<8 hex>.incomplete  a download in flight, or orphaned by a kill
+        snapshots/<commit>/<path>        relative symlinks to ../../blobs/<etag>
+        refs/<branch or tag>             the commit it pointed at when last resolved
+        trees/<commit>.json              the client's cached listing (huggingface_hub 2.x)
+    {cache}/.locks/{repo folder}/<etag>.lock        the client's per-blob locks
+    {cache}/.hfsnapshot/locks/{repo folder}.lock    our per-repo lock (never deleted)
+    {cache}/.hfsnapshot/records/{repo folder}/...   completeness records (ours)
+    {cache}/.hfsnapshot/resolutions/{session}/...   branch resolutions shared by one test session
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import UnsafeCacheError
+
+OWN_DIR = ".hfsnapshot"
+INCOMPLETE_RE = re.compile(r"^(?P<etag>[^.]+)(?:\.[0-9a-f]{8})?\.incomplete$")
+
+
+def repo_folder_name(repo_id: str, repo_type: str) -> str:
+    """``models--org--name``: the client's folder name for a repo (same rule as huggingface_hub)."""
+    return "--".join([f"{repo_type}s", *repo_id.split("/")])
+
+
+class RepoCache:
+    """Paths of one repo inside one cache folder, with containment checks."""
+
+    def __init__(self, cache_dir: str | os.PathLike[str], repo_id: str, repo_type: str) -> None:
+        self.cache_dir = Path(cache_dir).expanduser().resolve()
+        self.repo_id = repo_id
+        self.repo_type = repo_type
+        self.folder_name = repo_folder_name(repo_id, repo_type)
+        self.root = self.cache_dir / self.folder_name
+
+    # --- huggingface_hub's own layout ---------------------------------------------------------
+    @property
+    def blobs(self) -> Path:
+        return self.root / "blobs"
+
+    def blob(self, etag: str) -> Path:
+        return self.blobs / etag
+
+    def snapshot_dir(self, commit: str) -> Path:
+        return self.root / "snapshots" / commit
+
+    def link(self, commit: str, relpath: str) -> Path:
+        return self.snapshot_dir(commit).joinpath(*relpath.split("/"))
+
+    def ref(self, revision: str) -> Path:
+        return self.root / "refs" / revision
+
+    def tree_cache(self, commit: str) -> Path:
+        return self.root / "trees" / f"{commit}.json"
+
+    def blob_lock(self, etag: str) -> Path:
+        """The client's per-blob lock: holding it means nobody is downloading that blob."""
+        return self.cache_dir / ".locks" / self.folder_name / f"{etag}.lock"
+
+    def read_ref(self, revision: str) -> str | None:
+        """The commit a cached branch or tag points at, or None when absent, empty or garbage."""
+        path = self.ref(revision)
+        try:
+            if path.is_symlink() or not is_within(path, self.root):
+                return None
+            text = path.read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            return None
+        return text if re.fullmatch(r"[0-9a-f]{40}", text) else None
+
+    def incomplete_blobs(self, etag: str | None = None) -> list[Path]:
+        """``*.incomplete`` files in ``blobs/`` (for one etag, or all)."""
+        try:
+            entries = list(os.scandir(self.blobs))
+        except OSError:
+            return []
+        found = []
+        for entry in entries:
+            match = INCOMPLETE_RE.match(entry.name)
+            if match and (etag is None or match.group("etag") == etag):
+                found.append(Path(entry.path))
+        return sorted(found)
+
+    # --- our own records ----------------------------------------------------------------------
+    @property
+    def own_dir(self) -> Path:
+        return self.cache_dir / OWN_DIR
+
+    @property
+    def lock_path(self) -> Path:
+        return self.own_dir / "locks" / f"{self.folder_name}.lock"
+
+    @property
+    def soft_lock_path(self) -> Path:
+        return self.own_dir / "locks" / f"{self.folder_name}.softlock"
+
+    @property
+    def holder_path(self) -> Path:
+        return self.own_dir / "locks" / f"{self.folder_name}.holder.json"
+
+    def record_path(self, commit: str, selection_key: str) -> Path:
+        return self.own_dir / "records" / self.folder_name / f"{commit}.{selection_key}.json"
+
+    def resolution_path(self, session: str, revision: str) -> Path:
+        safe_rev = revision.replace("/", "%2F")
+        return self.own_dir / "resolutions" / session / f"{self.folder_name}@{safe_rev}.json"
+
+    # --- containment --------------------------------------------------------------------------
+    def safe_relpath(self, relpath: str) -> str:
+        """Reject a listing path that would land outside the snapshot folder."""
+        parts = relpath.split("/")
+        if (
+            not relpath
+            or relpath.startswith(("/", "\\"))
+            or re.match(r"^[A-Za-z]:", relpath)
+            or any(part in ("", ".", "..") for part in parts)
+            or "\\" in relpath
+            or "\x00" in relpath
+        ):
+            raise UnsafeCacheError(
+                f"The Hub listing of {self.repo_id!r} names the file {relpath!r}, which would be written "
+                "outside the snapshot folder. Refusing it: check the endpoint (HF_ENDPOINT) you are using.",
+                repo_id=self.repo_id,
+            )
+        return relpath
+
+
+def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
+    """True when ``path``, with every symlink resolved, stays inside ``root``."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return False
+    real_root = os.path.realpath(root)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write JSON so readers see either the old file or the whole new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, sort_keys=True, separators=(",", ":"))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> Any | None:
+    """Parsed JSON, or None when absent or unreadable (a torn or foreign file is treated as absent)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,122 @@
+"""Typed errors raised by :func:`pytest_hfsnapshot.materialize` and the fixtures.
+
+Every error names the repo (and revision or file where known) and says what to do next.
+None of them ever carries the Hub token: messages are built from our own words and the
+class names of lower-level causes, which are kept on ``__cause__`` for debugging.
+"""
+
+from __future__ import annotations
+
+
+class HfSnapshotError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+    def __init__(self, message: str, *, repo_id: str | None = None, revision: str | None = None) -> None:
+        super().__init__(message)
+        self.repo_id = repo_id
+        self.revision = revision
+
+
+class InvalidRequestError(HfSnapshotError, ValueError):
+    """A declaration or argument is malformed: bad repo id, repo type, revision, patterns or option."""
+
+
+class AuthError(HfSnapshotError):
+    """The Hub refused access: gated repo, 401, private or missing repo, or no token.
+
+    ``reason`` is one of ``"gated"``, ``"unauthorized"``, ``"not_found_or_private"``.
+    The pytest layer maps this error to a skip (``--hf-on-auth-error``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        repo_id: str | None = None,
+        revision: str | None = None,
+    ) -> None:
+        super().__init__(message, repo_id=repo_id, revision=revision)
+        self.reason = reason
+
+
+class RevisionNotFoundError(HfSnapshotError):
+    """The repo exists but the branch, tag or commit does not."""
+
+
+class EntryNotFoundError(HfSnapshotError):
+    """A file the snapshot needs is not in the repo at that revision."""
+
+
+class TransientError(HfSnapshotError):
+    """Transient failures (5xx, 429, resets, timeouts, cut bodies) outlasted the retry budget."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attempts: int,
+        filename: str | None = None,
+        repo_id: str | None = None,
+        revision: str | None = None,
+    ) -> None:
+        super().__init__(message, repo_id=repo_id, revision=revision)
+        self.attempts = attempts
+        self.filename = filename
+
+
+class OfflineMissingError(HfSnapshotError):
+    """Offline mode is on and the snapshot is not fully cached; ``missing`` lists what is absent."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing: tuple[str, ...] = (),
+        repo_id: str | None = None,
+        revision: str | None = None,
+    ) -> None:
+        super().__init__(message, repo_id=repo_id, revision=revision)
+        self.missing = missing
+
+
+class UnverifiedRevisionError(HfSnapshotError):
+    """Strict mode: the Hub was unreachable, so a cached branch or tag could not be confirmed."""
+
+
+class VerificationError(HfSnapshotError):
+    """A snapshot could not be made to match the Hub's listing (sizes, hashes, markers)."""
+
+
+class UnsafeCacheError(HfSnapshotError):
+    """Something in the cache or the Hub listing would make us reach outside the repo's cache folder."""
+
+
+class LockTimeoutError(HfSnapshotError, TimeoutError):
+    """The repo lock was not released in time; ``holder`` describes who holds it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        holder: dict[str, object] | None = None,
+        repo_id: str | None = None,
+        revision: str | None = None,
+    ) -> None:
+        super().__init__(message, repo_id=repo_id, revision=revision)
+        self.holder = holder or {}
+
+
+__all__ = [
+    "AuthError",
+    "EntryNotFoundError",
+    "HfSnapshotError",
+    "InvalidRequestError",
+    "LockTimeoutError",
+    "OfflineMissingError",
+    "RevisionNotFoundError",
+    "TransientError",
+    "UnsafeCacheError",
+    "UnverifiedRevisionError",
+    "VerificationError",
+]

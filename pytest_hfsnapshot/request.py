@@ -1,0 +1,166 @@
+"""Validation of what a user asks for, shared by ``materialize`` and the pytest declarations."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+from .errors import InvalidRequestError
+
+REPO_TYPES = ("model", "dataset", "space")
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+# Git ref rules that matter for a cache path: no "..", no control chars, no leading "/" or "-".
+_BAD_REVISION_RE = re.compile(r"(\.\.)|[\x00-\x20\x7f~^:?*\[\\]|^[/\-.]|/$|\.lock$|//|@\{")
+
+#: Weight files skipped by ``metadata_only=True``.
+WEIGHT_PATTERNS: tuple[str, ...] = (
+    "*.safetensors",
+    "*.bin",
+    "*.pt",
+    "*.pth",
+    "*.ckpt",
+    "*.gguf",
+    "*.ggml",
+    "*.onnx",
+    "*.onnx_data",
+    "*.h5",
+    "*.msgpack",
+    "*.tflite",
+    "*.ot",
+    "*.pb",
+    "*.npz",
+    "*.mlmodel",
+    "*.keras",
+    "*.pdparams",
+)
+
+
+@dataclass(frozen=True)
+class SnapshotRequest:
+    """One normalized, validated request for a snapshot.
+
+    Two requests with equal fields are the same snapshot for every process.
+    """
+
+    repo_id: str
+    revision: str = "main"
+    repo_type: str = "model"
+    allow_patterns: tuple[str, ...] | None = None
+    ignore_patterns: tuple[str, ...] | None = None
+    metadata_only: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        repo_id: object,
+        *,
+        revision: object = "main",
+        allow_patterns: object = None,
+        ignore_patterns: object = None,
+        repo_type: object = "model",
+        metadata_only: object = False,
+    ) -> SnapshotRequest:
+        """Validate raw user input and return the normalized request, or raise InvalidRequestError."""
+        if not isinstance(repo_id, str) or not repo_id:
+            raise InvalidRequestError(
+                f"repo_id must be a non-empty string like 'org/name', got {repo_id!r}.",
+            )
+        try:
+            validate_repo_id(repo_id)
+        except HFValidationError as error:
+            raise InvalidRequestError(
+                f"Invalid repo id {repo_id!r}: {error} Use the form 'org/name' as shown on the Hub.",
+                repo_id=repo_id,
+            ) from None
+        if repo_type is None:
+            repo_type = "model"
+        if repo_type not in REPO_TYPES:
+            raise InvalidRequestError(
+                f"Unknown repo_type {repo_type!r} for {repo_id!r}: use one of {', '.join(REPO_TYPES)}.",
+                repo_id=repo_id,
+            )
+        if revision is None:
+            revision = "main"
+        if not isinstance(revision, str) or not revision or _BAD_REVISION_RE.search(revision):
+            raise InvalidRequestError(
+                f"Invalid revision {revision!r} for {repo_id!r}: give a branch, a tag or a 40-hex commit id.",
+                repo_id=repo_id,
+            )
+        if not isinstance(metadata_only, bool):
+            raise InvalidRequestError(
+                f"metadata_only must be True or False for {repo_id!r}, got {metadata_only!r}.",
+                repo_id=repo_id,
+            )
+        return cls(
+            repo_id=repo_id,
+            revision=revision,
+            repo_type=str(repo_type),
+            allow_patterns=_patterns("allow_patterns", allow_patterns, repo_id),
+            ignore_patterns=_patterns("ignore_patterns", ignore_patterns, repo_id),
+            metadata_only=metadata_only,
+        )
+
+    @property
+    def pinned(self) -> bool:
+        """True when the revision is already a commit id (immutable)."""
+        return COMMIT_RE.match(self.revision) is not None
+
+    @property
+    def full(self) -> bool:
+        """True when no pattern narrows the snapshot (metadata markers are then required)."""
+        return self.allow_patterns is None and self.ignore_patterns is None
+
+    @property
+    def effective_ignore(self) -> tuple[str, ...] | None:
+        """Ignore patterns to hand to huggingface_hub, weight files added for ``metadata_only``."""
+        if not self.metadata_only:
+            return self.ignore_patterns
+        return (*(self.ignore_patterns or ()), *WEIGHT_PATTERNS)
+
+    @property
+    def label(self) -> str:
+        """``repo@revision`` with a type prefix for datasets and spaces, as shown to users."""
+        prefix = "" if self.repo_type == "model" else f"{self.repo_type}s/"
+        return f"{prefix}{self.repo_id}@{self.revision}"
+
+    def selection_key(self) -> str:
+        """Stable short hash of what is selected (patterns and metadata_only), for record names."""
+        blob = json.dumps(
+            [self.allow_patterns, self.ignore_patterns, self.metadata_only], separators=(",", ":")
+        ).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _patterns(name: str, value: object, repo_id: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items: Iterable[object]
+    if isinstance(value, str):
+        items = [value]
+    elif isinstance(value, Sequence | set | frozenset):
+        items = value
+    else:
+        raise InvalidRequestError(
+            f"{name} for {repo_id!r} must be a string or a list of glob strings, got {type(value).__name__}.",
+            repo_id=repo_id,
+        )
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise InvalidRequestError(
+                f"{name} for {repo_id!r} holds {item!r}: every pattern must be a non-empty glob string "
+                "such as '*.json'.",
+                repo_id=repo_id,
+            )
+        out.append(item)
+    if not out:
+        raise InvalidRequestError(
+            f"{name} for {repo_id!r} is empty: pass None to select everything, or at least one glob.",
+            repo_id=repo_id,
+        )
+    return tuple(sorted(set(out)))

@@ -1,0 +1,44 @@
+"""The :class:`Snapshot` handed out by ``materialize`` and every fixture."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+Source = Literal["cache", "download", "repair"]
+
+
+@dataclass(frozen=True)
+class Snapshot(os.PathLike[str]):
+    """A verified snapshot folder of one repo at one commit.
+
+    Behaves like the folder's path: ``os.fspath(snap)``, ``str(snap)`` and ``snap / "config.json"``
+    work, so it can be handed straight to ``from_pretrained``.
+    """
+
+    path: Path
+    repo_id: str
+    repo_type: str
+    revision: str
+    commit: str
+    files: tuple[str, ...]
+    size: int
+    source: Source
+    #: True when the Hub could not be reached to confirm what a branch or tag points at.
+    unverified_revision: bool = False
+    #: Seconds spent materializing (lock wait included) and waiting for the repo lock.
+    seconds: float = field(default=0.0, compare=False)
+    lock_wait: float = field(default=0.0, compare=False)
+    #: Files that were found damaged in the cache and fetched again.
+    repaired: tuple[str, ...] = field(default=(), compare=False)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __truediv__(self, other: str | os.PathLike[str]) -> Path:
+        return self.path / other
