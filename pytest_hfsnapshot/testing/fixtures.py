@@ -1,3 +1,40 @@
 """pytest fixtures of the testing kit, registered by the plugin (no import needed in conftest)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .hub import LocalHub, client_patches, close_client_session
+
+
+@pytest.fixture
+def local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalHub]:
+    """A fresh local Hub for this test, with huggingface_hub pointed at it and at an empty cache.
+
+    ``local_hub.cache_dir`` is that cache (absolute, resolved); ``local_hub.url`` and
+    ``local_hub.token`` are the server's. Offline mode and telemetry are off and any ambient
+    token is hidden for the test's duration, in this process and its children.
+    """
+    cache_dir = (tmp_path / "hf-cache").resolve()
+    home_dir = (tmp_path / "hf-home").resolve()
+    cache_dir.mkdir()
+    home_dir.mkdir()
+    with LocalHub() as hub:
+        # Through monkeypatch so a test's own patches of the same names unwind in the right order.
+        patches = client_patches(hub.url, cache_dir, home_dir)
+        for module, name, value in patches.attributes:
+            monkeypatch.setattr(module, name, value)
+        for env_name, env_value in patches.environ.items():
+            if env_value is None:
+                monkeypatch.delenv(env_name, raising=False)
+            else:
+                monkeypatch.setenv(env_name, env_value)
+        close_client_session()
+        hub.cache_dir = cache_dir
+        try:
+            yield hub
+        finally:
+            close_client_session()

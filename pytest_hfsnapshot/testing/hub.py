@@ -1,0 +1,994 @@
+"""A local Hugging Face Hub double: a real HTTP server with git-like repos and a fault plan.
+
+The unmodified ``huggingface_hub`` client (1.x and 2.x) talks to it for ``snapshot_download``,
+``hf_hub_download``, ``HfApi.repo_info``/``model_info``/``dataset_info``/``space_info``,
+``list_repo_tree`` (paginated with ``Link: rel="next"``), ``get_paths_info``, ``list_repo_refs``,
+``file_exists``, ``revision_exists`` and ``whoami``. No pytest needed::
+
+    with LocalHub() as hub, hub.configure_client(tmp / "cache"):
+        commit = hub.add_repo("org/tiny", {"config.json": "{}", "model.safetensors": b"..."})
+        hub.fail("*model.safetensors", 503, times=2)
+        snapshot_download("org/tiny")
+
+Routes served (``{type}`` is ``models``, ``datasets`` or ``spaces``; ``{prefix}`` is empty,
+``datasets/`` or ``spaces/``; a revision is a branch, a tag or a 40-hex commit, percent-encoded
+when it holds a slash, e.g. ``refs%2Fpr%2F1``):
+
+- ``GET /api/{type}/{repo}`` and ``GET /api/{type}/{repo}/revision/{rev}``: repo info (``sha``,
+  ``siblings``, ``private``, ``gated``; ``?blobs=true`` adds sizes and LFS data).
+- ``GET /api/{type}/{repo}/tree/{rev}[/{dir}]?recursive=&cursor=``: the listing, ``tree_page_size``
+  entries per page.
+- ``POST /api/{type}/{repo}/paths-info/{rev}``: listing entries of the given ``paths`` (form or JSON).
+- ``GET /api/{type}/{repo}/refs``: branches, tags and ``refs/pr/*`` branches as pull requests.
+- ``GET|HEAD /{prefix}{repo}/resolve/{rev}/{path}``: the file bytes themselves (no redirect),
+  ``Range`` honoured (206), headers ``ETag``, ``X-Repo-Commit``, and for LFS files
+  ``X-Linked-Etag``/``X-Linked-Size``. Xet is never advertised.
+- ``GET /api/whoami-v2``: a user for the hub's token, else 401.
+- Anything else (e.g. the telemetry route ``/api/agent-harnesses``): 404.
+
+Access control: an unknown or (without ``Authorization: Bearer <token>``) private repo answers
+401 + ``X-Error-Code: RepoNotFound`` everywhere; a gated repo without the token answers
+403 + ``X-Error-Code: GatedRepo`` on ``resolve`` (its info and listings stay public, as on the
+Hub); an unknown revision 404 ``RevisionNotFound``; an unknown file or folder 404
+``EntryNotFound`` (with ``X-Repo-Commit``, so the client caches the miss). A token other than
+the hub's is treated as no token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import string
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlsplit
+
+__all__ = [
+    "DEFAULT_TREE_PAGE_SIZE",
+    "LFS_SUFFIXES",
+    "LFS_THRESHOLD",
+    "ClientPatches",
+    "LocalHub",
+    "client_patches",
+    "close_client_session",
+    "git_blob_sha1",
+    "is_lfs",
+]
+
+LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".h5", ".msgpack", ".ckpt")
+"""Files with these suffixes are stored as LFS, whatever their size."""
+
+LFS_THRESHOLD = 1024 * 1024
+"""Files of this many bytes or more are stored as LFS."""
+
+DEFAULT_TREE_PAGE_SIZE = 10
+"""Tree listing entries per page: small, so that tests exercise pagination (the Hub uses 1000)."""
+
+REPO_TYPES = ("model", "dataset", "space")
+_API_PLURALS = {"models": "model", "datasets": "dataset", "spaces": "space"}
+_URL_PREFIXES = {"datasets": "dataset", "spaces": "space"}
+_API_ACTIONS = ("revision", "tree", "paths-info", "refs")
+_FIRST_COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z; each commit one second later
+
+
+def git_blob_sha1(data: bytes) -> str:
+    """The git object id of a blob holding ``data`` (what the Hub calls a small file's oid/ETag)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def is_lfs(path: str, size: int) -> bool:
+    """Whether the local Hub stores ``path`` of ``size`` bytes as an LFS file."""
+    return path.lower().endswith(LFS_SUFFIXES) or size >= LFS_THRESHOLD
+
+
+@dataclass(frozen=True)
+class _Blob:
+    data: bytes
+    oid: str  # git sha1 of what git stores: the data, or the LFS pointer
+    sha256: str | None  # set for LFS files
+    pointer_size: int | None
+
+    @classmethod
+    def of(cls, path: str, data: bytes) -> _Blob:
+        if not is_lfs(path, len(data)):
+            return cls(data, git_blob_sha1(data), None, None)
+        sha256 = hashlib.sha256(data).hexdigest()
+        pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {len(data)}\n"
+        pointer_bytes = pointer.encode()
+        return cls(data, git_blob_sha1(pointer_bytes), sha256, len(pointer_bytes))
+
+    @property
+    def etag(self) -> str:
+        return self.sha256 or self.oid
+
+    def tree_entry(self, path: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"type": "file", "oid": self.oid, "size": len(self.data), "path": path}
+        if self.sha256 is not None:
+            entry["lfs"] = {"oid": self.sha256, "size": len(self.data), "pointerSize": self.pointer_size}
+        return entry
+
+
+@dataclass
+class _Commit:
+    sha: str
+    files: dict[str, _Blob]
+    dirs: dict[str, str]  # folder path -> git tree oid
+    date: str
+    # Listing entries served beside the real files (hostile paths for security tests).
+    raw: dict[str, tuple[dict[str, Any], bytes]] = field(default_factory=dict)
+
+
+@dataclass
+class _Repo:
+    repo_type: str
+    repo_id: str
+    private: bool
+    gated: bool
+    created_at: str
+    branches: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    commits: dict[str, _Commit] = field(default_factory=dict)
+
+    def resolve(self, revision: str) -> _Commit | None:
+        sha = self.branches.get(revision) or self.tags.get(revision) or revision
+        return self.commits.get(sha)
+
+
+@dataclass
+class _Fault:
+    kind: Literal["fail", "cut", "corrupt"]
+    pattern: str
+    remaining: int
+    status: int = 0
+    retry_after: int | None = None
+    error_code: str | None = None
+    after_bytes: int = 0
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _json_reply(payload: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> _Reply:
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    return _Reply(status, json.dumps(payload).encode(), all_headers)
+
+
+def _error(status: int, code: str | None, message: str, headers: Mapping[str, str] | None = None) -> _Reply:
+    extra = {"X-Error-Message": message, **(headers or {})}
+    if code is not None:
+        extra["X-Error-Code"] = code
+    return _json_reply({"error": message}, status, extra)
+
+
+def _git_tree_oids(files: Mapping[str, _Blob]) -> tuple[str, dict[str, str]]:
+    """Root tree oid and every folder's tree oid, computed the way git does."""
+    children: dict[str, dict[str, tuple[bytes, bool]]] = {"": {}}
+    for path in files:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            children.setdefault("/".join(parts[:depth]), {})
+    oids: dict[str, str] = {}
+
+    def oid_of(folder: str) -> str:
+        entries: list[tuple[str, bytes, bytes]] = []  # (sort key, mode, name+oid)
+        prefix = f"{folder}/" if folder else ""
+        for path, blob in files.items():
+            if path.startswith(prefix) and "/" not in path[len(prefix) :]:
+                name = path[len(prefix) :]
+                entries.append((name, b"100644", name.encode() + b"\0" + bytes.fromhex(blob.oid)))
+        for sub in children:
+            if sub and sub.startswith(prefix) and "/" not in sub[len(prefix) :]:
+                name = sub[len(prefix) :]
+                entries.append((name + "/", b"40000", name.encode() + b"\0" + bytes.fromhex(oid_of(sub))))
+        body = b"".join(mode + b" " + rest for _, mode, rest in sorted(entries))
+        oid = hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+        oids[folder] = oid
+        return oid
+
+    root = oid_of("")
+    del oids[""]
+    return root, oids
+
+
+class _Pacer:
+    """One byte budget shared by every body being written (``LocalHub.slow``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rate: float | None = None
+        self._next = 0.0
+
+    def set_rate(self, bytes_per_second: float | None) -> None:
+        with self._lock:
+            self._rate = bytes_per_second
+            self._next = time.monotonic()
+
+    def chunk_size(self) -> int:
+        rate = self._rate
+        return 64 * 1024 if rate is None else max(1, min(64 * 1024, int(rate / 20)))
+
+    def wait(self, nbytes: int) -> None:
+        with self._lock:
+            if self._rate is None:
+                return
+            now = time.monotonic()
+            self._next = max(now, self._next) + nbytes / self._rate
+            delay = self._next - now
+        time.sleep(delay)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    hub: LocalHub
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 60  # idle keep-alive connections end on their own
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.hub._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.hub._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_HEAD(self) -> None:
+        self._serve("HEAD")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _serve(self, method: str) -> None:
+        hub = self.server.hub
+        length = int(self.headers.get("Content-Length") or 0)
+        payload = self.rfile.read(length) if length > 0 else b""
+        raw_path, _, query = self.path.partition("?")
+        path = unquote(raw_path)
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        reply, fault = hub._answer(method, raw_path, query, headers, payload)
+        body = reply.body
+        sends_body = method != "HEAD"
+        if fault is not None and fault.kind == "corrupt":
+            middle = len(body) // 2
+            body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1 :]
+        hub._record(method, path, reply.status)
+        self.send_response(reply.status)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        if fault is not None and fault.kind == "cut":
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if not sends_body:
+            return
+        cut = fault is not None and fault.kind == "cut"
+        to_send = body[: fault.after_bytes] if fault is not None and cut else body
+        try:
+            hub._write(self.wfile.write, path, to_send)
+        except OSError:
+            self.close_connection = True
+            return
+        if cut:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+
+@dataclass
+class ClientPatches:
+    """What points ``huggingface_hub`` at a local Hub: module attributes for this process,
+    environment variables for child processes (``None`` means: unset it)."""
+
+    attributes: list[tuple[ModuleType, str, Any]]
+    environ: dict[str, str | None]
+
+
+def client_patches(url: str, cache_dir: Path, home_dir: Path) -> ClientPatches:
+    """The patches that send ``huggingface_hub`` (this process and children) to ``url`` and ``cache_dir``.
+
+    ``home_dir`` stands in for ``HF_HOME``: an empty token file location (so no stored token is
+    found), the assets, Xet and bookkeeping files. ``huggingface_hub`` reads its environment once,
+    at import, into ``constants`` and a few module-level copies: all of them are listed here
+    (only those that exist in the installed version).
+    """
+    import huggingface_hub.constants as constants
+
+    host = urlsplit(url).hostname or "127.0.0.1"
+    token_path = str(home_dir / "token")
+    cache = str(cache_dir)
+    values: dict[str, Any] = {
+        "ENDPOINT": url,
+        "HUGGINGFACE_CO_URL_TEMPLATE": url + "/{repo_id}/resolve/{revision}/{filename}",
+        "HF_URL_HOSTS": frozenset(getattr(constants, "HF_URL_HOSTS", frozenset())) | {host},
+        "HF_HOME": str(home_dir),
+        "HF_HUB_CACHE": cache,
+        "HUGGINGFACE_HUB_CACHE": cache,
+        "HF_ASSETS_CACHE": str(home_dir / "assets"),
+        "HUGGINGFACE_ASSETS_CACHE": str(home_dir / "assets"),
+        "HF_XET_CACHE": str(home_dir / "xet"),
+        "HF_TOKEN_PATH": token_path,
+        "HF_STORED_TOKENS_PATH": str(home_dir / "stored_tokens"),
+        "CHECK_FOR_UPDATE_DONE_PATH": str(home_dir / ".check_for_update_done"),
+        "CHECK_FOR_SKILL_UPDATE_DONE_PATH": str(home_dir / ".check_for_skill_update_done"),
+        "AGENT_HARNESSES_PATH": str(home_dir / ".agent_harnesses.json"),
+        "HF_HUB_OFFLINE": False,
+        "HF_HUB_DISABLE_TELEMETRY": True,
+        "HF_HUB_DISABLE_XET": True,
+        "HF_HUB_DISABLE_UPDATE_CHECK": True,
+        "_staging_mode": False,
+    }
+    attributes: list[tuple[ModuleType, str, Any]] = [
+        (constants, name, value) for name, value in values.items() if hasattr(constants, name)
+    ]
+    # Module-level copies taken at import (`from ..constants import X`).
+    copies = {
+        "huggingface_hub.utils._cache_manager": {"HF_HUB_CACHE": cache},
+        "huggingface_hub.utils._cache_assets": {"HF_ASSETS_CACHE": str(home_dir / "assets")},
+        "huggingface_hub.utils._git_credential": {"ENDPOINT": url},
+        "huggingface_hub.cli.auth": {"ENDPOINT": url},
+    }
+    for module_name, names in copies.items():
+        module = sys.modules.get(module_name)
+        for name, value in names.items():
+            if module is not None and hasattr(module, name):
+                attributes.append((module, name, value))
+    http_module = sys.modules.get("huggingface_hub.utils._http")
+    if http_module is not None and hasattr(http_module, "_HUB_ORIGINS"):
+        origin = http_module._url_origin(url)
+        attributes.append((http_module, "_HUB_ORIGINS", frozenset(http_module._HUB_ORIGINS) | {origin}))
+
+    environ: dict[str, str | None] = {
+        "HF_ENDPOINT": url,
+        "HF_HUB_CACHE": cache,
+        "HF_HOME": str(home_dir),
+        "HF_TOKEN_PATH": token_path,
+        "HF_HUB_OFFLINE": "0",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+    }
+    for hidden in (
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_OIDC_RESOURCE",
+        "HF_OIDC_ID_TOKEN",
+        "HUGGINGFACE_HUB_CACHE",
+        "HUGGINGFACE_CO_STAGING",
+        "TRANSFORMERS_OFFLINE",
+        "HF_ASSETS_CACHE",
+        "HF_XET_CACHE",
+    ):
+        environ[hidden] = None
+    return ClientPatches(attributes, environ)
+
+
+def close_client_session() -> None:
+    """Drop huggingface_hub's per-process HTTP client; the next call makes a fresh one.
+
+    Keeps pooled keep-alive connections to a previous server from outliving it.
+    """
+    http_module = sys.modules.get("huggingface_hub.utils._http")
+    close = getattr(http_module, "close_session", None)
+    if close is not None:
+        close()
+
+
+class LocalHub:
+    """A Hub-compatible HTTP server on 127.0.0.1 with git-like repos and a fault plan.
+
+    Start it with ``with LocalHub() as hub:`` or ``start()``/``stop()``. Repos, faults and
+    counters can be changed while it serves.
+
+    Attributes:
+        token: the token that opens private and gated repos (``Authorization: Bearer <token>``).
+        tree_page_size: entries per tree listing page (``Link: rel="next"`` beyond).
+        requests: ``(method, path, status)`` per request, ``path`` percent-decoded without query.
+        bytes_served: body bytes handed to the socket, per path (same form), every endpoint.
+        cache_dir: the cache set by ``configure_client`` (or the ``local_hub`` fixture), else None.
+    """
+
+    def __init__(self, *, tree_page_size: int = DEFAULT_TREE_PAGE_SIZE, token: str | None = None) -> None:
+        if tree_page_size < 1:
+            raise ValueError(f"tree_page_size must be at least 1, got {tree_page_size}")
+        self.tree_page_size = tree_page_size
+        self.token = token or "hf_" + "".join(secrets.choice(string.ascii_letters) for _ in range(34))
+        self.requests: list[tuple[str, str, int]] = []
+        self.bytes_served: dict[str, int] = {}
+        self.cache_dir: Path | None = None
+        self._repos: dict[tuple[str, str], _Repo] = {}
+        self._faults: list[_Fault] = []
+        self._lock = threading.RLock()
+        self._pacer = _Pacer()
+        self._commit_count = 0
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> LocalHub:
+        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+        if self._server is not None:
+            return self
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.hub = self
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="local-hub", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close every open connection."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> LocalHub:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``, no trailing slash."""
+        if self._server is None:
+            raise RuntimeError("the local Hub is not running: call start() or use it as a context manager")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @contextlib.contextmanager
+    def configure_client(self, cache_dir: str | os.PathLike[str]) -> Iterator[Path]:
+        """Point ``huggingface_hub`` at this server and ``cache_dir`` until the block ends.
+
+        Patches ``huggingface_hub.constants`` (and its module-level copies) for this process and
+        sets ``HF_ENDPOINT``/``HF_HUB_CACHE``/... for child processes; offline mode and telemetry
+        off; ``HF_TOKEN`` and any stored token hidden. Everything is restored on exit. Yields the
+        resolved cache folder (created if missing), also kept as ``self.cache_dir``.
+        """
+        cache = Path(cache_dir).expanduser().resolve()
+        cache.mkdir(parents=True, exist_ok=True)
+        home = Path(tempfile.mkdtemp(prefix="hfsnapshot-home-"))
+        patches = client_patches(self.url, cache, home)
+        saved_attributes = [(module, name, getattr(module, name)) for module, name, _ in patches.attributes]
+        saved_environ = {name: os.environ.get(name) for name in patches.environ}
+        try:
+            for module, name, value in patches.attributes:
+                setattr(module, name, value)
+            for name, env_value in patches.environ.items():
+                _set_env(name, env_value)
+            close_client_session()
+            self.cache_dir = cache
+            yield cache
+        finally:
+            for module, name, value in reversed(saved_attributes):
+                setattr(module, name, value)
+            for name, env_value in saved_environ.items():
+                _set_env(name, env_value)
+            close_client_session()
+            shutil.rmtree(home, ignore_errors=True)
+
+    # -- repos ---------------------------------------------------------------------------
+
+    def add_repo(
+        self,
+        repo_id: str,
+        files: Mapping[str, bytes | str],
+        repo_type: str = "model",
+        gated: bool = False,
+        private: bool = False,
+        branch: str = "main",
+        tag: str | None = None,
+    ) -> str:
+        """Commit ``files`` (the whole tree) on ``branch`` of ``repo_id``; return the 40-hex commit.
+
+        Creates the repo on first use. ``gated``/``private`` apply to the repo from this call on;
+        ``tag`` is pointed at the new commit. A new branch starts from ``main``'s head. Weight
+        files (``LFS_SUFFIXES``) and files of ``LFS_THRESHOLD`` bytes or more are LFS.
+        """
+        _check_repo(repo_id, repo_type)
+        if not branch or branch.startswith("/") or (len(branch) == 40 and _is_hex(branch)):
+            raise ValueError(f"invalid branch name {branch!r}")
+        blobs: dict[str, _Blob] = {}
+        for path, content in files.items():
+            if not path or path.startswith("/") or any(part in ("", ".", "..") for part in path.split("/")):
+                raise ValueError(f"invalid file path {path!r} (use add_raw_tree_entry for hostile paths)")
+            data = content.encode() if isinstance(content, str) else bytes(content)
+            blobs[path] = _Blob.of(path, data)
+        with self._lock:
+            repo = self._repos.get((repo_type, repo_id))
+            self._commit_count += 1
+            timestamp = _FIRST_COMMIT_TIME + self._commit_count
+            date = datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            if repo is None:
+                repo = _Repo(repo_type, repo_id, private, gated, date)
+                self._repos[(repo_type, repo_id)] = repo
+            repo.private, repo.gated = private, gated
+            parent = repo.branches.get(branch) or repo.branches.get("main")
+            root, dirs = _git_tree_oids(blobs)
+            header = f"tree {root}\n" + (f"parent {parent}\n" if parent else "")
+            who = f"local-hub <local-hub@localhost> {timestamp} +0000"
+            text = f"{header}author {who}\ncommitter {who}\n\nUpload {len(blobs)} files to {repo_id}\n"
+            sha = hashlib.sha1(b"commit %d\0" % len(text.encode()) + text.encode()).hexdigest()
+            repo.commits[sha] = _Commit(sha, blobs, dirs, date)
+            repo.branches[branch] = sha
+            if tag is not None:
+                repo.tags[tag] = sha
+        return sha
+
+    def add_raw_tree_entry(
+        self,
+        repo_id: str,
+        path: str,
+        content: bytes | str = b"",
+        *,
+        repo_type: str = "model",
+        revision: str = "main",
+        entry: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Serve an extra listing entry, unchecked, in the commit ``revision`` resolves to now.
+
+        For security tests: ``path`` may be anything (``"../x"``, ``"/abs"``, ``"a/../../b"``).
+        The entry is computed from ``content`` like a real file's, then updated with ``entry``
+        (to lie about ``size``, ``oid``, ``lfs``, ``type``...). It appears in tree listings
+        (top level and recursive) and ``paths-info``, and ``resolve`` serves ``content`` if a
+        request path reaches it. The commit id does not change. Returns the served entry.
+        """
+        data = content.encode() if isinstance(content, str) else bytes(content)
+        served = {**_Blob.of(path, data).tree_entry(path), **(entry or {})}
+        with self._lock:
+            repo = self._repos.get((repo_type, repo_id))
+            commit = repo.resolve(revision) if repo is not None else None
+            if commit is None:
+                raise KeyError(f"no {repo_type} repo {repo_id!r} at revision {revision!r}")
+            commit.raw[path] = (served, data)
+        return dict(served)
+
+    # -- fault plan ----------------------------------------------------------------------
+
+    def fail(
+        self,
+        pattern: str,
+        status: int,
+        times: int = 1,
+        retry_after: int | None = None,
+        *,
+        error_code: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` requests whose path matches ``pattern`` with ``status``.
+
+        HEAD requests count. Such a request gets no other fault. ``retry_after`` adds a
+        ``Retry-After`` header (seconds); ``error_code`` an ``X-Error-Code`` header
+        (e.g. ``"GatedRepo"``) so the client maps the error like the Hub's.
+        """
+        fault = _Fault("fail", pattern, times, status=status, retry_after=retry_after, error_code=error_code)
+        self._add_fault(fault)
+
+    def cut(self, pattern: str, after_bytes: int, times: int = 1) -> None:
+        """Send the full ``Content-Length``, then ``after_bytes`` of the body, then close the connection."""
+        if after_bytes < 0:
+            raise ValueError(f"after_bytes must be >= 0, got {after_bytes}")
+        self._add_fault(_Fault("cut", pattern, times, after_bytes=after_bytes))
+
+    def corrupt(self, pattern: str, times: int = 1) -> None:
+        """Flip one byte (the middle one) of the body, same length."""
+        self._add_fault(_Fault("corrupt", pattern, times))
+
+    def slow(self, bytes_per_second: float | None) -> None:
+        """Pace all bodies together at ``bytes_per_second``; ``None`` turns pacing off."""
+        if bytes_per_second is not None and bytes_per_second <= 0:
+            raise ValueError(f"bytes_per_second must be positive or None, got {bytes_per_second}")
+        self._pacer.set_rate(bytes_per_second)
+
+    def clear_faults(self) -> None:
+        """Forget every pending fail/cut/corrupt entry and turn pacing off."""
+        with self._lock:
+            self._faults.clear()
+        self._pacer.set_rate(None)
+
+    def pending_faults(self) -> list[tuple[str, str, int]]:
+        """``(kind, pattern, remaining)`` of the fault entries not used up yet, in order."""
+        with self._lock:
+            return [(f.kind, f.pattern, f.remaining) for f in self._faults if f.remaining > 0]
+
+    # -- counters ------------------------------------------------------------------------
+
+    def reset_counters(self) -> None:
+        """Empty ``requests`` and ``bytes_served``."""
+        with self._lock:
+            self.requests.clear()
+            self.bytes_served.clear()
+
+    def request_count(
+        self, pattern: str | None = None, method: str | None = None, status: int | None = None
+    ) -> int:
+        """How many recorded requests match ``pattern`` (fnmatchcase), ``method`` and ``status``."""
+        with self._lock:
+            return sum(
+                1
+                for m, p, s in self.requests
+                if (pattern is None or fnmatch.fnmatchcase(p, pattern))
+                and (method is None or m == method.upper())
+                and (status is None or s == status)
+            )
+
+    def served(self, pattern: str = "*") -> int:
+        """Total body bytes served on paths matching ``pattern``."""
+        with self._lock:
+            return sum(n for p, n in self.bytes_served.items() if fnmatch.fnmatchcase(p, pattern))
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _add_fault(self, fault: _Fault) -> None:
+        if fault.remaining < 1:
+            raise ValueError(f"times must be at least 1, got {fault.remaining}")
+        with self._lock:
+            self._faults.append(fault)
+
+    def _take_fault(self, path: str, *, with_body: bool) -> _Fault | None:
+        with self._lock:
+            kinds = ("cut", "corrupt") if with_body else ("fail",)
+            for fault in self._faults:
+                if fault.remaining > 0 and fault.kind in kinds and fnmatch.fnmatchcase(path, fault.pattern):
+                    fault.remaining -= 1
+                    return fault
+        return None
+
+    def _track(self, connection: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    def _record(self, method: str, path: str, status: int) -> None:
+        with self._lock:
+            self.requests.append((method, path, status))
+
+    def _write(self, write: Callable[[bytes], object], path: str, body: bytes) -> None:
+        step = self._pacer.chunk_size()
+        for start in range(0, len(body), step):
+            chunk = body[start : start + step]
+            self._pacer.wait(len(chunk))
+            # Counted before the write so a client that has read the bytes never sees a stale
+            # counter; taken back if the socket refuses them.
+            with self._lock:
+                self.bytes_served[path] = self.bytes_served.get(path, 0) + len(chunk)
+            try:
+                write(chunk)
+            except OSError:
+                with self._lock:
+                    self.bytes_served[path] -= len(chunk)
+                raise
+
+    def _answer(
+        self, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
+    ) -> tuple[_Reply, _Fault | None]:
+        path = unquote(raw_path)
+        fault = self._take_fault(path, with_body=False)
+        if fault is not None:
+            extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+            message = f"local Hub: injected {fault.status} for {path}"
+            return _error(fault.status, fault.error_code, message, extra), None
+        try:
+            reply = self._route(method, raw_path, query, headers, payload)
+        except Exception as exc:  # a bug here must reach the client as a 500, not a hung socket
+            reply = _error(500, None, f"local Hub error: {exc!r}")
+        fault = None
+        if method != "HEAD" and reply.body and 200 <= reply.status < 300:
+            fault = self._take_fault(path, with_body=True)
+        return reply, fault
+
+    def _route(
+        self, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
+    ) -> _Reply:
+        authorized = headers.get("authorization", "") == f"Bearer {self.token}"
+        segments = raw_path.split("/")[1:]
+        if segments[:2] == ["api", "whoami-v2"] and len(segments) == 2:
+            if not authorized:
+                return _error(401, None, "Invalid credentials in Authorization header")
+            return _json_reply({"type": "user", "name": "local-hub-user", "orgs": []})
+        if len(segments) >= 3 and segments[0] == "api" and segments[1] in _API_PLURALS:
+            repo_type = _API_PLURALS[segments[1]]
+            return self._route_api(method, repo_type, segments[2:], query, authorized, payload)
+        repo_type = "model"
+        if segments and segments[0] in _URL_PREFIXES:
+            repo_type = _URL_PREFIXES[segments[0]]
+            segments = segments[1:]
+        split = _split_repo(segments, ("resolve",))
+        if split is not None and method in ("GET", "HEAD"):
+            repo_id, _, rest = split
+            return self._resolve(repo_type, repo_id, rest, headers, authorized)
+        return _error(404, None, "Not Found")
+
+    def _repo(self, repo_type: str, repo_id: str, authorized: bool) -> _Repo | _Reply:
+        repo = self._repos.get((repo_type, repo_id))
+        if repo is None or (repo.private and not authorized):
+            return _error(401, "RepoNotFound", "Repository not found")
+        return repo
+
+    def _route_api(
+        self, method: str, repo_type: str, segments: list[str], query: str, authorized: bool, payload: bytes
+    ) -> _Reply:
+        split = _split_repo(segments, _API_ACTIONS)
+        if split is None:
+            if len(segments) not in (1, 2) or method not in ("GET", "HEAD"):
+                return _error(404, None, "Not Found")
+            split = ("/".join(unquote(s) for s in segments), "revision", ["main"])
+        repo_id, action, rest = split
+        allowed = ("POST",) if action == "paths-info" else ("GET", "HEAD")
+        if method not in allowed:
+            return _error(405, None, f"Method {method} not allowed")
+        with self._lock:
+            repo = self._repo(repo_type, repo_id, authorized)
+            if isinstance(repo, _Reply):
+                return repo
+            if action == "refs":
+                return self._refs(repo)
+            if action == "revision":
+                revision = "/".join(unquote(s) for s in rest)
+                commit = repo.resolve(revision)
+                if commit is None:
+                    return _error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+                return self._info(repo, commit, dict(parse_qsl(query)))
+            found = _take_revision(repo, rest)
+            if isinstance(found, _Reply):
+                return found
+            commit, rest = found
+            if action == "tree":
+                return self._tree(repo, commit, "/".join(unquote(s) for s in rest), query)
+            return self._paths_info(commit, payload)
+
+    def _info(self, repo: _Repo, commit: _Commit, params: Mapping[str, str]) -> _Reply:
+        blobs = params.get("blobs", "").lower() in ("1", "true")
+        siblings: list[dict[str, Any]] = []
+        for path in sorted(commit.files):
+            sibling: dict[str, Any] = {"rfilename": path}
+            if blobs:
+                blob = commit.files[path]
+                sibling.update(size=len(blob.data), blobId=blob.oid)
+                if blob.sha256 is not None:
+                    lfs = {"sha256": blob.sha256, "size": len(blob.data), "pointerSize": blob.pointer_size}
+                    sibling["lfs"] = lfs
+            siblings.append(sibling)
+        author = repo.repo_id.split("/")[0] if "/" in repo.repo_id else None
+        info: dict[str, Any] = {
+            "_id": hashlib.sha1(f"{repo.repo_type}/{repo.repo_id}".encode()).hexdigest()[:24],
+            "id": repo.repo_id,
+            "author": author,
+            "sha": commit.sha,
+            "lastModified": commit.date,
+            "createdAt": repo.created_at,
+            "private": repo.private,
+            "gated": "manual" if repo.gated else False,
+            "disabled": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": [],
+            "siblings": siblings,
+        }
+        if repo.repo_type == "model":
+            info["modelId"] = repo.repo_id
+        elif repo.repo_type == "space":
+            info["sdk"] = "static"
+        return _json_reply(info)
+
+    def _refs(self, repo: _Repo) -> _Reply:
+        def ref(name: str, full: str, sha: str) -> dict[str, str]:
+            return {"name": name, "ref": full, "targetCommit": sha}
+
+        branches = sorted(repo.branches.items())
+        return _json_reply(
+            {
+                "branches": [ref(n, f"refs/heads/{n}", s) for n, s in branches if not n.startswith("refs/")],
+                "converts": [ref(n, n, s) for n, s in branches if n.startswith("refs/convert/")],
+                "tags": [ref(n, f"refs/tags/{n}", s) for n, s in sorted(repo.tags.items())],
+                "pullRequests": [ref(n, n, s) for n, s in branches if n.startswith("refs/pr/")],
+            }
+        )
+
+    def _entries(self, commit: _Commit) -> dict[str, dict[str, Any]]:
+        entries = {path: blob.tree_entry(path) for path, blob in commit.files.items()}
+        for path, oid in commit.dirs.items():
+            entries[path] = {"type": "directory", "oid": oid, "size": 0, "path": path}
+        entries.update({path: dict(raw) for path, (raw, _) in commit.raw.items()})
+        return entries
+
+    def _tree(self, repo: _Repo, commit: _Commit, folder: str, query: str) -> _Reply:
+        params = parse_qsl(query, keep_blank_values=True)
+        options = dict(params)
+        recursive = options.get("recursive", "").lower() in ("1", "true")
+        if folder and folder not in commit.dirs:
+            message = f"{folder} does not exist on {commit.sha}"
+            return _error(404, "EntryNotFound", message, {"X-Repo-Commit": commit.sha})
+        prefix = f"{folder}/" if folder else ""
+        listing = []
+        for path, entry in sorted(self._entries(commit).items()):
+            if path in commit.raw:
+                if folder:
+                    continue  # hostile entries show at the top level only
+            elif not path.startswith(prefix) or (not recursive and "/" in path[len(prefix) :]):
+                continue
+            listing.append(entry)
+        cursor = int(options.get("cursor") or 0)
+        page = listing[cursor : cursor + self.tree_page_size]
+        headers = {"X-Repo-Commit": commit.sha}
+        if cursor + self.tree_page_size < len(listing):
+            next_params = [(k, v) for k, v in params if k != "cursor"]
+            next_params.append(("cursor", str(cursor + self.tree_page_size)))
+            base = "/api/{}s/{}/tree/{}".format(repo.repo_type, repo.repo_id, quote(commit.sha, safe=""))
+            if folder:
+                base += "/" + quote(folder)
+            headers["Link"] = f'<{self.url}{base}?{urlencode(next_params)}>; rel="next"'
+        return _json_reply(page, headers=headers)
+
+    def _paths_info(self, commit: _Commit, payload: bytes) -> _Reply:
+        paths: list[str]
+        try:
+            parsed = json.loads(payload) if payload.lstrip().startswith(b"{") else None
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            raw_paths = parsed.get("paths", [])
+            paths = [raw_paths] if isinstance(raw_paths, str) else [str(p) for p in raw_paths]
+        else:
+            paths = parse_qs(payload.decode(errors="replace")).get("paths", [])
+        entries = self._entries(commit)
+        return _json_reply([entries[p] for p in dict.fromkeys(paths) if p in entries])
+
+    def _resolve(
+        self, repo_type: str, repo_id: str, rest: list[str], headers: Mapping[str, str], authorized: bool
+    ) -> _Reply:
+        with self._lock:
+            repo = self._repo(repo_type, repo_id, authorized)
+            if isinstance(repo, _Reply):
+                return repo
+            if repo.gated and not authorized:
+                message = (
+                    f"Access to {repo_type} {repo_id} is restricted. You must have access to it and be "
+                    "authenticated to access it. Please log in."
+                )
+                return _error(403, "GatedRepo", message)
+            found = _take_revision(repo, rest)
+            if isinstance(found, _Reply):
+                return found
+            commit, rest = found
+            path = "/".join(unquote(s) for s in rest)
+            blob = commit.files.get(path)
+            raw = commit.raw.get(path)
+        commit_header = {"X-Repo-Commit": commit.sha}
+        if blob is not None:
+            data, etag, linked = blob.data, blob.etag, blob.sha256 is not None
+        elif raw is not None:
+            entry, data = raw
+            linked = isinstance(entry.get("lfs"), dict)
+            etag = str(entry["lfs"].get("oid") if linked else entry.get("oid"))
+        else:
+            return _error(404, "EntryNotFound", f"{path} does not exist on {commit.sha}", commit_header)
+        reply_headers = {
+            **commit_header,
+            "Content-Type": "application/octet-stream",
+            "Accept-Ranges": "bytes",
+            "ETag": f'"{etag}"',
+        }
+        if linked:
+            reply_headers["X-Linked-Etag"] = f'"{etag}"'
+            reply_headers["X-Linked-Size"] = str(len(data))
+        wanted = headers.get("range")
+        if wanted is None:
+            return _Reply(200, data, reply_headers)
+        span = _parse_range(wanted, len(data))
+        if span is None:
+            unsatisfiable = {"Content-Range": f"bytes */{len(data)}"}
+            return _error(416, None, f"Range not satisfiable: {wanted}", unsatisfiable)
+        first, last = span
+        reply_headers["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
+        return _Reply(206, data[first : last + 1], reply_headers)
+
+
+def _set_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in string.hexdigits for c in text)
+
+
+def _check_repo(repo_id: str, repo_type: str) -> None:
+    if repo_type not in REPO_TYPES:
+        raise ValueError(f"repo_type must be one of {REPO_TYPES}, got {repo_type!r}")
+    parts = repo_id.split("/")
+    allowed = set(string.ascii_letters + string.digits + "-_.")
+    if len(parts) > 2 or any(not p or p in (".", "..") or not set(p) <= allowed for p in parts):
+        raise ValueError(f"invalid repo id {repo_id!r}: expected 'name' or 'org/name'")
+
+
+def _split_repo(segments: list[str], actions: tuple[str, ...]) -> tuple[str, str, list[str]] | None:
+    """``(repo_id, action, rest)`` from raw path segments ``org/name/action/...`` or ``name/action/...``."""
+    if len(segments) >= 3 and segments[2] in actions:
+        return f"{unquote(segments[0])}/{unquote(segments[1])}", segments[2], segments[3:]
+    if len(segments) >= 2 and segments[1] in actions:
+        return unquote(segments[0]), segments[1], segments[2:]
+    return None
+
+
+def _take_revision(repo: _Repo, rest: list[str]) -> tuple[_Commit, list[str]] | _Reply:
+    """The commit named by the first raw segment(s) of ``rest`` and what follows it."""
+    if not rest or not rest[0]:
+        return _error(404, "RevisionNotFound", "Invalid rev id: (empty)")
+    candidates = [(unquote(rest[0]), 1)]
+    if rest[0] == "refs" and len(rest) >= 3:  # an unencoded refs/pr/1 or refs/convert/parquet
+        candidates.append(("/".join(unquote(s) for s in rest[:3]), 3))
+    for revision, used in candidates:
+        commit = repo.resolve(revision)
+        if commit is not None:
+            return commit, rest[used:]
+    return _error(404, "RevisionNotFound", f"Invalid rev id: {unquote(rest[0])}")
+
+
+def _parse_range(header: str, size: int) -> tuple[int, int] | None:
+    """First and last byte of a single ``bytes=`` range, or None if unsatisfiable or malformed."""
+    unit, _, spec = header.partition("=")
+    if unit.strip() != "bytes" or "," in spec:
+        return None
+    start_text, _, end_text = spec.strip().partition("-")
+    try:
+        if not start_text:
+            suffix = int(end_text)
+            return (max(0, size - suffix), size - 1) if suffix > 0 and size > 0 else None
+        start = int(start_text)
+        end = int(end_text) if end_text else size - 1
+    except ValueError:
+        return None
+    if start >= size or end < start:
+        return None
+    return start, min(end, size - 1)
