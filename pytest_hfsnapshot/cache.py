@@ -80,6 +80,48 @@ class RepoCache:
             return None
         return text if re.fullmatch(r"[0-9a-f]{40}", text) else None
 
+    def write_ref(self, revision: str, commit: str) -> bool:
+        """Point ``refs/<revision>`` at ``commit`` (atomically); True when it had to change."""
+        if self.read_ref(revision) == commit:
+            return False
+        path = self.ref(revision)
+        self.require_inside(path.parent)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".ref.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(commit)
+        os.replace(tmp, path)
+        return True
+
+    def read_tree_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
+        """The client's cached listing ``trees/<commit>.json`` (format 1), or None."""
+        path = self.tree_cache(commit)
+        if path.is_symlink():
+            return None
+        data = read_json(path)
+        if not isinstance(data, dict) or data.get("format_version") != 1:
+            return None
+        files = data.get("files")
+        return files if isinstance(files, dict) else None
+
+    def write_tree_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
+        """Store a listing where the client looks for it, so it does not list the tree again."""
+        path = self.tree_cache(commit)
+        self.require_inside(path.parent)
+        atomic_write_json(path, {"format_version": 1, "files": files})
+
+    def require_inside(self, path: Path) -> None:
+        """Refuse to write or delete through a folder that resolves outside the repo's cache folder."""
+        probe = path
+        while not probe.exists() and probe != self.root and probe.parent != probe:
+            probe = probe.parent
+        if not is_within(probe, self.root) and not (probe == self.cache_dir and not self.root.is_symlink()):
+            raise UnsafeCacheError(
+                f"{path} resolves outside {self.root} (a symlink inside the cache leads elsewhere). "
+                f"Refusing to touch it: remove the symlink or delete {self.root} and run again.",
+                repo_id=self.repo_id,
+            )
+
     def incomplete_blobs(self, etag: str | None = None) -> list[Path]:
         """``*.incomplete`` files in ``blobs/`` (for one etag, or all)."""
         try:
@@ -138,12 +180,16 @@ class RepoCache:
 
 
 def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
-    """True when ``path``, with every symlink resolved, stays inside ``root``."""
+    """True when ``path``, with every symlink resolved, stays inside ``root``.
+
+    ``root`` is taken literally (callers pass canonical paths), so a ``root`` that is itself a
+    symlink to elsewhere does not count as inside.
+    """
     try:
         real = os.path.realpath(path)
     except (OSError, ValueError):
         return False
-    real_root = os.path.realpath(root)
+    real_root = os.path.abspath(root)
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 

@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from huggingface_hub.utils import HFValidationError, validate_repo_id
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]
 
 from .errors import InvalidRequestError
 

@@ -1,0 +1,206 @@
+"""One cross-process lock per (repo_type, repo_id), in the cache's own ``.hfsnapshot/locks`` folder.
+
+Every process that shares the cache (xdist workers, parallel CI jobs, other users of the
+host) takes the same lock, so one snapshot is materialized by one process at a time while
+unrelated repos never wait for each other.
+
+Two mechanisms, chosen per lock folder:
+
+- **kernel** (``flock``, the default where it works): a killed holder frees the lock at once;
+  the lock file is never deleted (deleting it lets a second process lock a new inode while
+  the first still holds the old one).
+- **soft** (filesystems without ``flock``, e.g. some NFS mounts): filelock's
+  :class:`~filelock.SoftFileLock`, whose marker records pid and host. A dead holder on this
+  host is taken over at once; a holder on another host is never broken: we wait up to the
+  timeout and then name it.
+
+We never proceed unlocked. ``HFSNAPSHOT_LOCK_MODE=kernel|soft`` forces a mechanism.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import socket
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from filelock import BaseFileLock, FileLock, SoftFileLock, Timeout
+
+from .cache import RepoCache, atomic_write_json, read_json
+from .errors import InvalidRequestError, LockTimeoutError
+
+log = logging.getLogger("pytest_hfsnapshot")
+
+MODE_ENV = "HFSNAPSHOT_LOCK_MODE"
+_NO_FLOCK_ERRNOS = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL}
+_flock_support: dict[str, bool] = {}
+
+
+def flock_works(folder: Path) -> bool:
+    """Whether ``flock`` works in ``folder`` (probed once per folder per process)."""
+    key = str(folder)
+    if key not in _flock_support:
+        try:
+            import fcntl
+        except ImportError:  # Windows: filelock uses msvcrt locking, which the kernel also frees
+            _flock_support[key] = True
+            return True
+        probe = folder / ".flock-probe"
+        fd = os.open(probe, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o664)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            _flock_support[key] = True
+        except OSError as error:
+            # EWOULDBLOCK means flock works and someone else probes right now.
+            _flock_support[key] = error.errno not in _NO_FLOCK_ERRNOS
+        finally:
+            os.close(fd)
+    return _flock_support[key]
+
+
+def lock_mode(folder: Path) -> str:
+    """``kernel`` or ``soft`` for locks in ``folder``, honouring ``HFSNAPSHOT_LOCK_MODE``."""
+    forced = os.environ.get(MODE_ENV, "auto").strip().lower() or "auto"
+    if forced not in ("auto", "kernel", "soft"):
+        raise InvalidRequestError(f"{MODE_ENV}={forced!r} is not valid: use auto, kernel or soft.")
+    if forced != "auto":
+        return forced
+    return "kernel" if flock_works(folder) else "soft"
+
+
+def _process_start(pid: int) -> float | None:
+    # Lets a reader tell a live holder from a new process that reused its pid.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return float(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """``pid 123 on host ci-7 since 2026-11-30T03:20:01Z`` (whatever parts are known)."""
+    parts = [f"pid {holder.get('pid', '?')}", f"on host {holder.get('host', '?')}"]
+    if holder.get("since_iso"):
+        parts.append(f"since {holder['since_iso']}")
+    return " ".join(parts)
+
+
+class RepoLock:
+    """The per-repo lock. Use as a context manager; ``wait`` is how long acquiring took."""
+
+    def __init__(self, repo: RepoCache, *, timeout: float, log_every: float = 10.0) -> None:
+        self.repo = repo
+        self.timeout = timeout
+        self.log_every = log_every
+        self.wait = 0.0
+        self._lock: BaseFileLock | None = None
+
+    def _make_lock(self) -> BaseFileLock:
+        folder = self.repo.lock_path.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        self.mode = lock_mode(folder)
+        if self.mode == "soft":
+            return SoftFileLock(str(self.repo.soft_lock_path), is_singleton=False)
+        return FileLock(str(self.repo.lock_path), is_singleton=False)
+
+    def holder(self) -> dict[str, Any]:
+        """Who holds (or last held) the lock, from our holder record or the soft marker."""
+        record = read_json(self.repo.holder_path)
+        holder: dict[str, Any] = record if isinstance(record, dict) else {}
+        if getattr(self, "mode", None) == "soft":
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                marker = self.repo.soft_lock_path.read_text(encoding="utf-8")
+                parsed = _parse_marker(marker)
+                if parsed and parsed.get("pid") != holder.get("pid"):
+                    holder = parsed
+        return holder
+
+    def __enter__(self) -> RepoLock:
+        lock = self._make_lock()
+        start = time.monotonic()
+        deadline = start + self.timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                lock.acquire(timeout=max(0.0, min(self.log_every, remaining)))
+                break
+            except Timeout:
+                waited = time.monotonic() - start
+                holder = self.holder()
+                if time.monotonic() >= deadline:
+                    raise self._timeout_error(holder, waited) from None
+                log.warning(
+                    "hfsnapshot: waiting %.0fs for the lock on %s held by %s",
+                    waited,
+                    self.repo.repo_id,
+                    describe_holder(holder),
+                )
+        self._lock = lock
+        self.wait = time.monotonic() - start
+        now = time.time()
+        atomic_write_json(
+            self.repo.holder_path,
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "since": now,
+                "since_iso": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "start": _process_start(os.getpid()),
+                "mode": self.mode,
+                "repo": f"{self.repo.repo_type}:{self.repo.repo_id}",
+            },
+        )
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _timeout_error(self, holder: dict[str, Any], waited: float) -> LockTimeoutError:
+        if self.mode == "soft":
+            how = (
+                f"This is a soft lock (no flock on this filesystem). If that process is gone, remove "
+                f"{self.repo.soft_lock_path} by hand; a holder on another host is never broken automatically."
+            )
+        else:
+            how = (
+                "The kernel frees this lock when its holder exits, so that process is still running: "
+                "let it finish or stop it."
+            )
+        return LockTimeoutError(
+            f"Timed out after {waited:.0f}s waiting for the hfsnapshot lock on {self.repo.repo_type} "
+            f"{self.repo.repo_id!r}, held by {describe_holder(holder)} ({self.repo.lock_path.parent}). "
+            f"{how} Raise --hf-lock-timeout to wait longer.",
+            holder=holder,
+            repo_id=self.repo.repo_id,
+        )
+
+
+def _parse_marker(text: str) -> dict[str, Any] | None:
+    """Read pid and host from a soft lock marker (filelock's ``filelock/2`` or legacy format)."""
+    lines = text.strip().splitlines()
+    if not lines:
+        return None
+    if lines[0].startswith("filelock/"):
+        fields = dict(line.partition("=")[::2] for line in lines[1:])
+        pid, host = fields.get("pid"), fields.get("host")
+    elif len(lines) in (2, 3):
+        pid, host = lines[0], lines[1]
+    else:
+        return None
+    if not (pid and pid.isdigit()):
+        return None
+    return {"pid": int(pid), "host": host}

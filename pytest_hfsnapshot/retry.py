@@ -1,0 +1,182 @@
+"""What a failure means (auth, not found, transient, fatal) and how long to wait before trying again.
+
+Libraries wrap the Hub's errors (huggingface_hub wraps transport errors in
+``LocalEntryNotFoundError``; transformers re-raises auth errors as ``OSError(...) from e``),
+so every decision walks the whole ``__cause__`` / ``__context__`` chain.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from huggingface_hub import errors as hf_errors
+
+Kind = Literal["auth", "revision_not_found", "entry_not_found", "transient", "fatal"]
+
+_TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+# Transport failures of httpx / httpx2 (huggingface_hub 1.x / 2.x) and the stdlib, matched by name
+# so that neither HTTP package has to be importable.
+_TRANSPORT_NAMES = frozenset(
+    {
+        "TransportError",
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "TimeoutException",
+        "ReadError",
+        "WriteError",
+        "NetworkError",
+        "RemoteProtocolError",
+        "LocalProtocolError",
+        "ProtocolError",
+        "IncompleteRead",
+        "ChunkedEncodingError",
+        "ContentDecodingError",
+    }
+)
+_TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "h11", "http.client", "urllib3", "requests")
+
+
+class ContentMismatch(OSError):
+    """A freshly downloaded file does not match the listing (cut or corrupted in transit)."""
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The meaning of one failure, read from its exception chain."""
+
+    kind: Kind
+    #: For auth: "gated", "unauthorized" or "not_found_or_private".
+    auth_reason: str | None = None
+    status: int | None = None
+    retry_after: float | None = None
+    #: The most specific exception that decided the kind.
+    decisive: BaseException | None = None
+
+
+def chain(error: BaseException) -> Iterator[BaseException]:
+    """The exception and every cause or context behind it, each once."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _status(error: BaseException) -> int | None:
+    response = getattr(error, "response", None)
+    code = getattr(response, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _retry_after(error: BaseException) -> float | None:
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    raw = headers.get("Retry-After") if hasattr(headers, "get") else None
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_transport(error: BaseException) -> bool:
+    for cls in type(error).__mro__:
+        if cls.__name__ in _TRANSPORT_NAMES and cls.__module__.split(".")[0] in {
+            m.split(".")[0] for m in _TRANSPORT_MODULES
+        }:
+            return True
+    return isinstance(error, ConnectionError | TimeoutError | ContentMismatch) and not isinstance(
+        error, hf_errors.OfflineModeIsEnabled
+    )
+
+
+def classify(error: BaseException) -> Classification:
+    """Classify a failure by the most telling exception anywhere in its chain."""
+    links = list(chain(error))
+    for link in links:
+        if isinstance(link, hf_errors.GatedRepoError):
+            return Classification("auth", "gated", _status(link), decisive=link)
+    for link in links:
+        if isinstance(link, hf_errors.RevisionNotFoundError):
+            return Classification("revision_not_found", status=_status(link), decisive=link)
+        if isinstance(link, hf_errors.RemoteEntryNotFoundError):
+            return Classification("entry_not_found", status=_status(link), decisive=link)
+        if isinstance(link, hf_errors.RepositoryNotFoundError):
+            reason = "unauthorized" if _status(link) == 401 and _says_auth(link) else "not_found_or_private"
+            return Classification("auth", reason, _status(link), decisive=link)
+    for link in links:
+        status = _status(link)
+        if status in (401, 403):
+            return Classification("auth", "unauthorized", status, decisive=link)
+        if status in _TRANSIENT_STATUS:
+            return Classification("transient", status=status, retry_after=_retry_after(link), decisive=link)
+        if status is not None and 400 <= status < 500:
+            return Classification("fatal", status=status, decisive=link)
+    for link in links:
+        if _is_transport(link):
+            return Classification("transient", decisive=link)
+    for link in links:
+        # huggingface_hub reports "Hub unreachable and not cached" this way, whatever the cause.
+        if isinstance(link, hf_errors.LocalEntryNotFoundError) and not isinstance(
+            link, hf_errors.IncompleteSnapshotError
+        ):
+            return Classification("transient", decisive=link)
+    return Classification("fatal", decisive=links[-1] if links else error)
+
+
+def _says_auth(error: BaseException) -> bool:
+    # The Hub answers 401 for both "private" and "bad token"; only the message tells them apart.
+    text = str(error).lower()
+    return "invalid username or password" in text or "invalid credentials" in text
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with full jitter, honouring ``Retry-After``, within a total budget.
+
+    ``retries`` is the number of extra attempts after the first; ``budget`` bounds the total
+    time spent sleeping so that our retries never multiply the client's own into hours.
+    """
+
+    retries: int = 5
+    base: float = 0.5
+    cap: float = 10.0
+    budget: float = 120.0
+    max_retry_after: float = 60.0
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random | None = None
+    attempts: int = 0
+    slept: float = 0.0
+
+    def next_delay(self, retry_after: float | None) -> float | None:
+        """Seconds to wait before the next attempt, or None when the budget is spent."""
+        if self.attempts > self.retries:
+            return None
+        rng = self.rng or random
+        delay = rng.uniform(0.0, min(self.cap, self.base * 2 ** (self.attempts - 1)))
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.max_retry_after))
+        if self.slept + delay > self.budget:
+            return None
+        return delay
+
+    def wait(self, retry_after: float | None) -> bool:
+        """Record one failed attempt; sleep and return True if another attempt is allowed."""
+        self.attempts += 1
+        delay = self.next_delay(retry_after)
+        if delay is None:
+            return False
+        self.sleep(delay)
+        self.slept += delay
+        return True

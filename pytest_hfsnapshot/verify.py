@@ -1,0 +1,127 @@
+"""Checking cached files against the Hub's listing: cheap stat checks and streamed hashes.
+
+Hashes are streamed in 1 MiB reads (memory stays flat for any file size) and spread over a
+thread pool: hashlib releases the GIL on large updates, so files hash on every core at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ExpectedFile:
+    """One file of the Hub listing: its path, size and the blob name (etag) the cache stores it under.
+
+    ``etag`` is the sha256 for LFS files and the git blob sha1 otherwise, which is also the hash
+    the contents must have.
+    """
+
+    path: str
+    size: int
+    etag: str
+    lfs: bool
+
+    def to_json(self) -> list[object]:
+        return [self.path, self.size, self.etag, self.lfs]
+
+    @classmethod
+    def from_json(cls, raw: object) -> ExpectedFile:
+        if not isinstance(raw, list) or len(raw) != 4:
+            raise ValueError(f"bad record entry: {raw!r}")
+        path, size, etag, lfs = raw
+        if not (isinstance(path, str) and isinstance(size, int) and isinstance(etag, str)):
+            raise ValueError(f"bad record entry: {raw!r}")
+        return cls(path, size, etag, bool(lfs))
+
+
+def content_hash(path: str | os.PathLike[str], *, lfs: bool) -> str:
+    """sha256 of the file (LFS) or its git blob sha1 (regular files), streamed."""
+    if lfs:
+        digest = hashlib.sha256()
+        prefix = b""
+    else:
+        digest = hashlib.sha1()
+        prefix = b"blob %d\0" % os.path.getsize(path)
+    digest.update(prefix)
+    with open(path, "rb", buffering=0) as handle:
+        buffer = bytearray(_CHUNK)
+        view = memoryview(buffer)
+        while True:
+            n = handle.readinto(buffer)
+            if not n:
+                break
+            digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def hash_mismatches(files: Iterable[tuple[ExpectedFile, Path]], workers: int | None = None) -> list[str]:
+    """Paths (as listed) whose contents do not hash to their etag; unreadable files count as mismatches."""
+    items = list(files)
+    if not items:
+        return []
+
+    def check(item: tuple[ExpectedFile, Path]) -> str | None:
+        expected, blob = item
+        try:
+            return None if content_hash(blob, lfs=expected.lfs) == expected.etag else expected.path
+        except OSError:
+            return expected.path
+
+    workers = workers or min(len(items), os.cpu_count() or 1)
+    if workers <= 1:
+        results = [check(item) for item in items]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hfsnapshot-hash") as pool:
+            results = list(pool.map(check, items))
+    return sorted(path for path in results if path is not None)
+
+
+def link_target(relpath: str, etag: str) -> str:
+    """The relative symlink target huggingface_hub writes for ``snapshots/<commit>/<relpath>``."""
+    return "../" * (relpath.count("/") + 2) + "blobs/" + etag
+
+
+def check_file(snapshot_dir: str, blobs_dir: str, expected: ExpectedFile) -> str | None:
+    """Cheap check of one snapshot entry: None when fine, else why it is not.
+
+    The link must point at ``blobs/<etag>`` (so it cannot lead out of the cache), and the blob
+    must be a regular file, not a link, of the listed size. Caches on filesystems without
+    symlinks hold plain files instead; those only get the size check.
+    """
+    link = os.path.join(snapshot_dir, expected.path)
+    try:
+        st = os.lstat(link)
+    except FileNotFoundError:
+        return "missing"
+    except OSError as error:
+        return f"unreadable ({error.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(link)
+        except OSError:
+            return "unreadable link"
+        blob = os.path.join(blobs_dir, expected.etag)
+        if target != link_target(expected.path, expected.etag) and os.path.normpath(
+            os.path.join(os.path.dirname(link), target)
+        ) != os.path.normpath(blob):
+            return f"link points at {target!r} instead of blobs/{expected.etag}"
+        try:
+            st = os.lstat(blob)
+        except FileNotFoundError:
+            return "dangling link (blob missing)"
+        except OSError as error:
+            return f"unreadable blob ({error.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_size != expected.size:
+        return f"size {st.st_size} instead of {expected.size}"
+    return None
