@@ -1,0 +1,118 @@
+"""What a refused Hub access means for a test, and what the user should do about it.
+
+No pytest here: the plugin turns these answers into skips, xfails or failures, and scripts can
+use them to classify errors raised by libraries that wrap huggingface_hub (transformers re-raises
+``GatedRepoError`` as ``OSError(...) from e``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from huggingface_hub import errors as hf_errors
+
+from .errors import AuthError
+
+#: Values of :attr:`pytest_hfsnapshot.errors.AuthError.reason`, also returned by :func:`classify_auth`.
+AUTH_REASONS = ("gated", "unauthorized", "not_found_or_private")
+
+
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception reachable through ``__cause__`` / ``__context__``, each once."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        pending.extend(link for link in (current.__cause__, current.__context__) if link is not None)
+
+
+def find_auth_error(exc: BaseException) -> BaseException | None:
+    """The first exception in the chain of ``exc`` that is a refused Hub access, or None."""
+    for link in exception_chain(exc):
+        if _reason_of(link) is not None:
+            return link
+    return None
+
+
+def classify_auth(exc: BaseException) -> str | None:
+    """``"gated"``, ``"unauthorized"`` or ``"not_found_or_private"`` when ``exc`` (or anything it
+    was raised from) is a refused Hub access; None otherwise.
+    """
+    found = find_auth_error(exc)
+    return None if found is None else _reason_of(found)
+
+
+def auth_repo(exc: BaseException) -> tuple[str, str] | None:
+    """``(repo_id, repo_type)`` of the refused repo when the error chain names it."""
+    found = find_auth_error(exc)
+    repo_id = getattr(found, "repo_id", None)
+    if not isinstance(repo_id, str) or not repo_id:
+        return None
+    repo_type = getattr(found, "repo_type", None)
+    return repo_id, repo_type if isinstance(repo_type, str) and repo_type else "model"
+
+
+def repo_url(endpoint: str, repo_id: str, repo_type: str = "model") -> str:
+    """The repo's page on the Hub, where gated conditions are accepted."""
+    prefix = "" if repo_type == "model" else f"{repo_type}s/"
+    return f"{endpoint.rstrip('/')}/{prefix}{repo_id}"
+
+
+def auth_message(
+    reason: str,
+    *,
+    repo_id: str | None,
+    repo_type: str = "model",
+    revision: str | None = None,
+    endpoint: str,
+    token_set: bool,
+) -> str:
+    """One line saying which repo refused access, why, and what to do next. Never holds the token."""
+    if repo_id is None:
+        what = "a Hub repo"
+        url = f"{endpoint.rstrip('/')}/<repo>"
+    else:
+        prefix = "" if repo_type == "model" else f"{repo_type}s/"
+        what = f"{prefix}{repo_id}" + (f"@{revision}" if revision else "")
+        url = repo_url(endpoint, repo_id, repo_type)
+    token = "the token in use" if token_set else "no Hub token is set"
+    if reason == "gated":
+        return (
+            f"{what} is gated and {token} has not been granted access: accept the conditions at {url} "
+            "and set HF_TOKEN to a token of that account"
+        )
+    if reason == "unauthorized":
+        return f"the Hub refused {what} (401/403: {token} is not allowed): set HF_TOKEN to a token that can read it"
+    return (
+        f"{what} was not found or is private ({token}): check the repo id and repo_type, "
+        "or set HF_TOKEN to a token that can read it"
+    )
+
+
+def _reason_of(exc: BaseException) -> str | None:
+    if isinstance(exc, AuthError):
+        return exc.reason if exc.reason in AUTH_REASONS else "unauthorized"
+    if isinstance(exc, hf_errors.GatedRepoError):
+        return "gated"
+    if isinstance(exc, hf_errors.RepositoryNotFoundError):
+        return "not_found_or_private"
+    if isinstance(exc, hf_errors.HfHubHTTPError):
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status in (401, 403):
+            return "unauthorized"
+    return None
+
+
+__all__ = [
+    "AUTH_REASONS",
+    "auth_message",
+    "auth_repo",
+    "classify_auth",
+    "exception_chain",
+    "find_auth_error",
+    "repo_url",
+]
