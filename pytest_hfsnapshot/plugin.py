@@ -154,7 +154,7 @@ def _read_options(config: pytest.Config) -> Options:
             return value, "--" + name.replace("_", "-"), config.invocation_params.dir
         try:
             value = config.getini(name)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, pytest.UsageError) as error:
             raise pytest.UsageError(f"ini option {name}: {error}") from None
         base = config.inipath.parent if config.inipath is not None else config.rootpath
         return value, f"ini option {name}", base
@@ -478,6 +478,7 @@ def snapshot_fixture(
     in a conftest defines ``tiny_bert``). The declaration is validated right away: a bad repo id,
     revision, repo type or pattern fails the import of the declaring file, naming its line.
     """
+    __tracebackhide__ = True  # the error names the declaring line; our frame adds nothing
     caller = sys._getframe(1)
     where = f"{caller.f_code.co_filename}:{caller.f_lineno}"
     try:

@@ -1,0 +1,252 @@
+"""Command-line options, their ini twins, validation, markers and the report header."""
+
+from __future__ import annotations
+
+import os
+
+import huggingface_hub.constants as hf_constants
+import pytest
+
+OPTIONS = [
+    "--hf-offline",
+    "--hf-on-auth-error",
+    "--hf-on-missing",
+    "--hf-strict",
+    "--hf-retries",
+    "--hf-lock-timeout",
+    "--hf-verify",
+    "--hf-cache-dir",
+    "--hf-prefetch-only",
+    "--hf-manifest",
+]
+
+SHOW_OPTIONS = """
+from pytest_hfsnapshot.plugin import get_options
+
+def test_show(pytestconfig):
+    print("OPTIONS", get_options(pytestconfig))
+"""
+
+
+def test_every_option_and_ini_twin_is_in_help(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*Hugging Face Hub snapshots*"])
+    out = result.stdout.str()
+    for option in OPTIONS:
+        assert option in out
+        assert "hf_" + option.removeprefix("--hf-").replace("-", "_") + " " in out
+
+
+def test_defaults(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(SHOW_OPTIONS)
+    result = pytester.runpytest("-s")
+    result.stdout.fnmatch_lines(
+        [
+            "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
+            "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None)*"
+        ]
+    )
+
+
+def test_command_line_values(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(SHOW_OPTIONS)
+    result = pytester.runpytest(
+        "-s",
+        "--hf-on-auth-error=xfail",
+        "--hf-on-missing=skip",
+        "--hf-strict",
+        "--hf-retries=0",
+        "--hf-lock-timeout=2.5",
+        "--hf-verify=sha256",
+        "--hf-cache-dir=rel/cache",
+        "--hf-prefetch-only",
+        "--hf-manifest=out/manifest.json",
+    )
+    cache = pytester.path / "rel" / "cache"
+    manifest = pytester.path / "out" / "manifest.json"
+    result.stdout.fnmatch_lines(
+        [
+            "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
+            f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r})*"
+        ]
+    )
+
+
+def test_ini_twins(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("sub")
+    pytester.makeini(
+        """
+        [pytest]
+        hf_on_auth_error = fail
+        hf_on_missing = skip
+        hf_strict = true
+        hf_retries = 2
+        hf_lock_timeout = 30
+        hf_verify = sha256
+        hf_cache_dir = ini-cache
+        hf_prefetch_only = true
+        hf_manifest = m.json
+        """
+    )
+    pytester.makepyfile(SHOW_OPTIONS)
+    # Relative ini paths start from the ini file's folder, wherever pytest is started.
+    result = pytester.runpytest("-s", "--rootdir", str(pytester.path), "-c", str(pytester.path / "tox.ini"))
+    cache = pytester.path / "ini-cache"
+    manifest = pytester.path / "m.json"
+    result.stdout.fnmatch_lines(
+        [
+            "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
+            f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r})*"
+        ]
+    )
+
+
+def test_command_line_beats_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nhf_on_auth_error = fail\nhf_retries = 2\n")
+    pytester.makepyfile(SHOW_OPTIONS)
+    result = pytester.runpytest("-s", "--hf-on-auth-error=skip", "--hf-retries=7")
+    result.stdout.fnmatch_lines(["*OPTIONS Options(*on_auth_error='skip'*retries=7*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hf-on-auth-error=ignore"], "--hf-on-auth-error: invalid value 'ignore'; use one of: skip, xfail, fail"),
+        (["--hf-on-missing=xfail"], "--hf-on-missing: invalid value 'xfail'; use one of: fail, skip"),
+        (["--hf-verify=md5"], "--hf-verify: invalid value 'md5'; use one of: size, sha256"),
+        (["--hf-retries=-1"], "--hf-retries: invalid value '-1'; use an integer >= 0"),
+        (["--hf-retries=many"], "--hf-retries: invalid value 'many'; use an integer >= 0"),
+        (["--hf-retries=1.5"], "--hf-retries: invalid value '1.5'; use an integer >= 0"),
+        (["--hf-lock-timeout=0"], "--hf-lock-timeout: invalid value '0'; use a number of seconds > 0"),
+        (["--hf-lock-timeout=nan"], "--hf-lock-timeout: invalid value 'nan'; use a number of seconds > 0"),
+        (["--hf-lock-timeout=soon"], "--hf-lock-timeout: invalid value 'soon'; use a number of seconds > 0"),
+    ],
+)
+def test_bad_command_line_value_is_a_usage_error(pytester: pytest.Pytester, args: list[str], message: str) -> None:
+    pytester.makepyfile("def test_never(): pass")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    result.stdout.no_fnmatch_line("*test_never*")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "hf_on_auth_error = maybe",
+            "ini option hf_on_auth_error: invalid value 'maybe'; use one of: skip, xfail, fail",
+        ),
+        ("hf_on_missing = ignore", "ini option hf_on_missing: invalid value 'ignore'; use one of: fail, skip"),
+        ("hf_verify = crc", "ini option hf_verify: invalid value 'crc'; use one of: size, sha256"),
+        ("hf_retries = lots", "ini option hf_retries: invalid value 'lots'; use an integer >= 0"),
+        ("hf_lock_timeout = -3", "ini option hf_lock_timeout: invalid value '-3'; use a number of seconds > 0"),
+        ("hf_offline = perhaps", "ini option hf_offline: invalid truth value 'perhaps'"),
+    ],
+)
+def test_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester, line: str, message: str) -> None:
+    pytester.makeini(f"[pytest]\n{line}\n")
+    pytester.makepyfile("def test_never(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+
+
+def test_markers_are_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(
+        [
+            "@pytest.mark.hf_snapshot(repo_id, revision='main', allow_patterns=None, *",
+            "@pytest.mark.hf_requires_token: skip the test when no Hugging Face Hub token is configured*",
+        ]
+    )
+
+
+def test_markers_pass_strict_markers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.hf_requires_token
+        def test_token():
+            pass
+
+        @pytest.mark.hf_snapshot("org/name", revision="v1")
+        def test_marked():
+            pass
+        """
+    )
+    result = pytester.runpytest("--strict-markers", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*2 tests collected*"])
+
+
+def test_report_header(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_SENTINEL_header_1234")
+    pytester.makepyfile("def test_ok(): pass")
+    cache = pytester.path / "cache"
+    result = pytester.runpytest(f"--hf-cache-dir={cache}")
+    result.stdout.fnmatch_lines([f"hfsnapshot: cache={cache} endpoint={hf_constants.ENDPOINT} offline=False token=set"])
+    assert "hf_SENTINEL_header_1234" not in result.stdout.str()
+
+
+def test_report_header_without_token_defaults_to_hub_cache(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
+) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(pytester.path / "no-token"))
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(pytester.path / "default-cache"))
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines([f"hfsnapshot: cache={pytester.path / 'default-cache'} *token=unset"])
+
+
+def test_offline_option_patches_and_restores(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    pytester.makepyfile(
+        """
+        import os
+        import huggingface_hub.constants as c
+
+        def test_offline_inside():
+            assert c.HF_HUB_OFFLINE is True
+            assert os.environ["HF_HUB_OFFLINE"] == "1"
+        """
+    )
+    result = pytester.runpytest("--hf-offline")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["hfsnapshot: *offline=True*"])
+    assert hf_constants.HF_HUB_OFFLINE is False
+    assert "HF_HUB_OFFLINE" not in os.environ
+
+
+def test_offline_ini(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    pytester.makeini("[pytest]\nhf_offline = true\n")
+    pytester.makepyfile(
+        """
+        import huggingface_hub.constants as c
+
+        def test_offline_inside():
+            assert c.HF_HUB_OFFLINE is True
+        """
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    assert os.environ["HF_HUB_OFFLINE"] == "0"
+
+
+def test_hf_hub_offline_environment_shows_in_header(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(["hfsnapshot: *offline=True*"])
+
+
+def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest("-p", "no:hfsnapshot")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("hfsnapshot:*")
