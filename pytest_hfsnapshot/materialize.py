@@ -120,9 +120,7 @@ def materialize(
     if verify not in ("size", "sha256"):
         raise InvalidRequestError(f"verify={verify!r} is not valid: use 'size' or 'sha256'.", repo_id=repo_id)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise InvalidRequestError(
-            f"retries={retries!r} is not valid: give a whole number >= 0.", repo_id=repo_id
-        )
+        raise InvalidRequestError(f"retries={retries!r} is not valid: give a whole number >= 0.", repo_id=repo_id)
     if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float) or not lock_timeout > 0:
         raise InvalidRequestError(
             f"lock_timeout={lock_timeout!r} is not valid: give a number of seconds > 0.", repo_id=repo_id
@@ -233,11 +231,7 @@ class _Engine:
 
     def _from_record(self, commit: str) -> Snapshot | None:
         data = read_json(self._record_path(commit))
-        if (
-            not isinstance(data, dict)
-            or data.get("version") != RECORD_VERSION
-            or data.get("commit") != commit
-        ):
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION or data.get("commit") != commit:
             return None
         try:
             files = [ExpectedFile.from_json(raw) for raw in data["files"]]
@@ -645,9 +639,7 @@ class _Engine:
     def _blob_lock(self, etag: str, timeout: float | None = None) -> FileLock:
         path = self.repo.blob_lock(etag)
         path.parent.mkdir(parents=True, exist_ok=True)
-        return FileLock(
-            str(path), timeout=self.lock_timeout if timeout is None else timeout, is_singleton=False
-        )
+        return FileLock(str(path), timeout=self.lock_timeout if timeout is None else timeout, is_singleton=False)
 
     # --- results ------------------------------------------------------------------------------
     def _write_record(self, commit: str, files: list[ExpectedFile]) -> None:
@@ -703,11 +695,8 @@ def _cause(kind: retry.Classification) -> str:
 def _failed_file(error: BaseException) -> str | None:
     """The repo file a failed request was for, read from the request URL in the exception chain."""
     for link in retry.chain(error):
-        for holder in (
-            getattr(link, "request", None),
-            getattr(getattr(link, "response", None), "request", None),
-        ):
-            url = str(getattr(holder, "url", "") or "")
+        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
+            url = str(retry.safe_attr(holder, "url") or "")
             match = re.search(r"/resolve/[^/]+/(.+?)(?:\?|$)", url)
             if match:
                 return unquote(match.group(1))

@@ -11,7 +11,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from huggingface_hub import errors as hf_errors
 
@@ -70,15 +70,22 @@ def chain(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+def safe_attr(obj: object, name: str) -> Any:
+    """``getattr`` that survives httpx's request/response properties, which raise when unset."""
+    try:
+        return getattr(obj, name, None)
+    except RuntimeError:
+        return None
+
+
 def _status(error: BaseException) -> int | None:
-    response = getattr(error, "response", None)
+    response = safe_attr(error, "response")
     code = getattr(response, "status_code", None)
     return code if isinstance(code, int) else None
 
 
 def _retry_after(error: BaseException) -> float | None:
-    response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None)
+    headers = safe_attr(safe_attr(error, "response"), "headers")
     if headers is None:
         return None
     raw = headers.get("Retry-After") if hasattr(headers, "get") else None
