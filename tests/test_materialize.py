@@ -238,7 +238,7 @@ def test_offline_serves_a_complete_cache_and_names_what_is_missing(local_hub: Lo
 
     snap = materialize("org/tiny", allow_patterns="*.json", offline=True)
     assert snap.commit == repo
-    with pytest.raises(OfflineMissingError, match="model.safetensors") as info:
+    with pytest.raises(OfflineMissingError, match=r"model\.safetensors") as info:
         materialize("org/tiny", offline=True)
     assert "model.safetensors" in info.value.missing
     with pytest.raises(OfflineMissingError, match="refs/v9"):
