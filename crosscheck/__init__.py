@@ -1,0 +1,1 @@
+"""Cross-check tier: download tests run against LocalHub and against olah (see conftest.py)."""

@@ -1,0 +1,38 @@
+"""Point huggingface_hub in this process (and its children) at any Hub URL and cache.
+
+``LocalHub.configure_client`` only knows its own URL; this applies the very same patches
+(``pytest_hfsnapshot.testing.hub.client_patches``) for a server that is not a LocalHub, so
+both servers are reached through an identically configured client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from pytest_hfsnapshot.testing.hub import client_patches, close_client_session
+
+
+@contextmanager
+def pointed_at(url: str, cache_dir: Path) -> Iterator[Path]:
+    """For the block: requests go to ``url``, files to ``cache_dir``, online, no telemetry, no token."""
+    cache = cache_dir.resolve()
+    home = cache.parent / "hf-home"
+    home.mkdir(exist_ok=True)
+    patches = client_patches(url, cache, home)
+    with pytest.MonkeyPatch.context() as mp:
+        for module, name, value in patches.attributes:
+            mp.setattr(module, name, value)
+        for env_name, env_value in patches.environ.items():
+            if env_value is None:
+                mp.delenv(env_name, raising=False)
+            else:
+                mp.setenv(env_name, env_value)
+        close_client_session()
+        try:
+            yield cache
+        finally:
+            close_client_session()
