@@ -79,16 +79,15 @@ def auth_message(
         prefix = "" if repo_type == "model" else f"{repo_type}s/"
         what = f"{prefix}{repo_id}" + (f"@{revision}" if revision else "")
         url = repo_url(endpoint, repo_id, repo_type)
-    token = "the token in use" if token_set else "no Hub token is set"
     if reason == "gated":
-        return (
-            f"{what} is gated and {token} has not been granted access: accept the conditions at {url} "
-            "and set HF_TOKEN to a token of that account"
-        )
+        why = "the token in use has not been granted access" if token_set else "no Hub token is set"
+        return f"{what} is gated and {why}: accept the conditions at {url} and set HF_TOKEN to a token of that account"
     if reason == "unauthorized":
-        return f"the Hub refused {what} (401/403: {token} is not allowed): set HF_TOKEN to a token that can read it"
+        why = "for the token in use" if token_set else "and no Hub token is set"
+        return f"the Hub refused {what} (401/403) {why}: set HF_TOKEN to a token that can read it"
+    why = "not visible to the token in use" if token_set else "no Hub token is set"
     return (
-        f"{what} was not found or is private ({token}): check the repo id and repo_type, "
+        f"{what} was not found or is private ({why}): check the repo id and repo_type, "
         "or set HF_TOKEN to a token that can read it"
     )
 
