@@ -65,6 +65,14 @@ class RepoCache:
     def tree_cache(self, commit: str) -> Path:
         return self.root / "trees" / f"{commit}.json"
 
+    def incomplete_blob(self, etag: str, tag: str) -> Path:
+        """``blobs/<etag>.<tag>.incomplete``: where the client streams a download (``tag``: 8 hex, per download)."""
+        return self.blobs / f"{etag}.{tag}.incomplete"
+
+    def commit_of(self, revision: str) -> str | None:
+        """The commit ``revision`` names in this cache: itself when a commit id, else what its ref holds."""
+        return revision if re.fullmatch(r"[0-9a-f]{40}", revision) else self.read_ref(revision)
+
     def blob_lock(self, etag: str) -> Path:
         """The client's per-blob lock: holding it means nobody is downloading that blob."""
         return self.cache_dir / ".locks" / self.folder_name / f"{etag}.lock"
