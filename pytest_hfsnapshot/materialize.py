@@ -166,6 +166,7 @@ class _Engine:
         self.token = token
         self.started = time.monotonic()
         self.lock_wait = 0.0
+        self.planted = False
 
     # --- entry --------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -484,7 +485,7 @@ class _Engine:
             repaired.append(f.path)
             self._remove(commit, f, blob=why not in ("missing",) and not why.startswith("link points"))
         orphans = self._orphans(files)
-        damaged = damaged or bool(repaired) or bool(orphans)
+        damaged = damaged or bool(repaired) or bool(orphans) or self.planted
         blobs_before = _blob_names(self.repo.blobs)
         needed = [f for f in files if f.path in problems]
         fetched = False
@@ -559,8 +560,7 @@ class _Engine:
 
     def _inspect(self, commit: str, files: list[ExpectedFile], *, hash_all: bool) -> dict[str, str]:
         """Why each problematic file is not usable as cached (missing, wrong size, wrong link, ...)."""
-        if not self._dirs_safe(commit, files, raise_error=True):
-            return {f.path: "missing" for f in files}
+        self._dirs_safe(commit, files, repair=True)
         snapshot_dir, blobs = str(self.repo.snapshot_dir(commit)), str(self.repo.blobs)
         problems: dict[str, str] = {}
         for f in files:
@@ -573,31 +573,45 @@ class _Engine:
                 problems[path] = "sha256 mismatch"
         return problems
 
-    def _dirs_safe(self, commit: str, files: list[ExpectedFile], *, raise_error: bool = False) -> bool:
-        """The repo's own folders (and the snapshot's subfolders) are real folders inside the cache."""
-        root = self.repo.root
-        folders = {root, root / "blobs", root / "snapshots", self.repo.snapshot_dir(commit)}
-        snapshot_dir = self.repo.snapshot_dir(commit)
+    def _dirs_safe(self, commit: str, files: list[ExpectedFile], *, repair: bool = False) -> bool:
+        """The repo's folders and the snapshot's subfolders are real folders, not links leading elsewhere.
+
+        huggingface_hub never makes a snapshot subfolder a symlink, so with ``repair`` such a
+        planted link is removed (the link itself, never what it points at). The repo folder,
+        ``blobs/`` and ``snapshots/`` are not ours to remove: a link there is refused.
+        """
+        root = str(self.repo.root)
+        snapshot_dir = str(self.repo.snapshot_dir(commit))
+        parents = {""}
         for f in files:
             parent = f.path.rpartition("/")[0]
-            while parent:
-                folders.add(snapshot_dir / parent)
+            while parent and parent not in parents:
+                parents.add(parent)
                 parent = parent.rpartition("/")[0]
-        for folder in folders:
+        fixed = [root, os.path.join(root, "blobs"), os.path.join(root, "snapshots")]
+        inner = sorted(os.path.join(snapshot_dir, p) if p else snapshot_dir for p in parents)
+        for folder in fixed + inner:
             try:
                 st = os.lstat(folder)
             except FileNotFoundError:
                 continue
             except OSError:
                 return False
-            if not stat.S_ISDIR(st.st_mode):
-                if raise_error:
-                    raise UnsafeCacheError(
-                        f"{folder} in the cache is a {'symlink' if stat.S_ISLNK(st.st_mode) else 'file'}, "
-                        f"not a folder. Refusing to write through it: delete {root} and run again.",
-                        repo_id=self.request.repo_id,
-                    )
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if not repair:
                 return False
+            kind = "symlink" if stat.S_ISLNK(st.st_mode) else "file"
+            if folder in fixed:
+                raise UnsafeCacheError(
+                    f"{folder} in the cache is a {kind}, not a folder. Refusing to write through it: "
+                    f"delete {root} and run again.",
+                    repo_id=self.request.repo_id,
+                )
+            log.warning("hfsnapshot: removing the %s %s planted inside %s", kind, folder, self.request.label)
+            self.repo.require_inside(Path(folder).parent)
+            os.unlink(folder)
+            self.planted = True
         return True
 
     def _blob_pairs(self, commit: str, files: list[ExpectedFile]) -> list[tuple[ExpectedFile, Path]]:

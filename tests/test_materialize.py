@@ -294,3 +294,22 @@ def test_unknown_file_in_listing_is_entry_not_found_not_retried(local_hub: Local
         materialize("org/tiny", retries=3)
     assert type(info.value).__name__ in ("EntryNotFoundError", "AuthError")
     assert local_hub.request_count("*config.json") <= 2
+
+
+def test_planted_folder_link_is_removed_never_followed(local_hub: LocalHub, repo: str, tmp_path: Path) -> None:
+    snap = materialize("org/tiny", revision=repo)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "vocab.txt").write_text("precious")
+    nested = snap.path / "nested"
+    for child in nested.iterdir():
+        child.unlink()
+    nested.rmdir()
+    nested.symlink_to(outside, target_is_directory=True)
+
+    again = materialize("org/tiny", revision=repo)
+
+    assert again.source == "repair"
+    assert not nested.is_symlink()
+    assert (again / "nested" / "vocab.txt").read_text() == FILES["nested/vocab.txt"]
+    assert (outside / "vocab.txt").read_text() == "precious"
