@@ -157,6 +157,7 @@ class _Fault:
     status: int = 0
     retry_after: int | None = None
     error_code: str | None = None
+    method: str | None = None
     after_bytes: int = 0
 
 
@@ -249,6 +250,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Headers and body go out in separate writes: without this, Nagle + delayed ACK add ~40 ms each.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.hub._track(self.connection, add=True)
 
     def finish(self) -> None:
@@ -450,7 +453,10 @@ class LocalHub:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.hub = self
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="local-hub", daemon=True)
+        # A short poll keeps stop() (and so each test's teardown) quick.
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="local-hub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -600,14 +606,16 @@ class LocalHub:
         retry_after: int | None = None,
         *,
         error_code: str | None = None,
+        method: str | None = None,
     ) -> None:
         """Answer the next ``times`` requests whose path matches ``pattern`` with ``status``.
 
         HEAD requests count. Such a request gets no other fault. ``retry_after`` adds a
         ``Retry-After`` header (seconds); ``error_code`` an ``X-Error-Code`` header
-        (e.g. ``"GatedRepo"``) so the client maps the error like the Hub's.
+        (e.g. ``"GatedRepo"``) so the client maps the error like the Hub's; ``method``
+        (e.g. ``"GET"``) restricts the entry to requests of that method.
         """
-        fault = _Fault("fail", pattern, times, status=status, retry_after=retry_after, error_code=error_code)
+        fault = _Fault("fail", pattern, times, status, retry_after, error_code, method and method.upper())
         self._add_fault(fault)
 
     def cut(self, pattern: str, after_bytes: int, times: int = 1) -> None:
@@ -645,9 +653,7 @@ class LocalHub:
             self.requests.clear()
             self.bytes_served.clear()
 
-    def request_count(
-        self, pattern: str | None = None, method: str | None = None, status: int | None = None
-    ) -> int:
+    def request_count(self, pattern: str | None = None, method: str | None = None, status: int | None = None) -> int:
         """How many recorded requests match ``pattern`` (fnmatchcase), ``method`` and ``status``."""
         with self._lock:
             return sum(
@@ -671,11 +677,16 @@ class LocalHub:
         with self._lock:
             self._faults.append(fault)
 
-    def _take_fault(self, path: str, *, with_body: bool) -> _Fault | None:
+    def _take_fault(self, method: str, path: str, *, with_body: bool) -> _Fault | None:
         with self._lock:
             kinds = ("cut", "corrupt") if with_body else ("fail",)
             for fault in self._faults:
-                if fault.remaining > 0 and fault.kind in kinds and fnmatch.fnmatchcase(path, fault.pattern):
+                if (
+                    fault.remaining > 0
+                    and fault.kind in kinds
+                    and fault.method in (None, method)
+                    and fnmatch.fnmatchcase(path, fault.pattern)
+                ):
                     fault.remaining -= 1
                     return fault
         return None
@@ -711,7 +722,7 @@ class LocalHub:
         self, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
     ) -> tuple[_Reply, _Fault | None]:
         path = unquote(raw_path)
-        fault = self._take_fault(path, with_body=False)
+        fault = self._take_fault(method, path, with_body=False)
         if fault is not None:
             extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             message = f"local Hub: injected {fault.status} for {path}"
@@ -722,12 +733,10 @@ class LocalHub:
             reply = _error(500, None, f"local Hub error: {exc!r}")
         fault = None
         if method != "HEAD" and reply.body and 200 <= reply.status < 300:
-            fault = self._take_fault(path, with_body=True)
+            fault = self._take_fault(method, path, with_body=True)
         return reply, fault
 
-    def _route(
-        self, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
-    ) -> _Reply:
+    def _route(self, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes) -> _Reply:
         authorized = headers.get("authorization", "") == f"Bearer {self.token}"
         segments = raw_path.split("/")[1:]
         if segments[:2] == ["api", "whoami-v2"] and len(segments) == 2:
