@@ -175,30 +175,41 @@ class _Engine:
             snap = self._from_record(commit)
             if snap is not None:
                 return snap
-        self.repo.cache_dir.mkdir(parents=True, exist_ok=True)
-        with RepoLock(self.repo, timeout=self.lock_timeout) as lock:
-            self.lock_wait = lock.wait
-            commit = self._known_commit()
-            if commit is not None:
-                snap = self._from_record(commit)
-                if snap is not None:
-                    return snap
-            if self.offline:
-                return self._offline(commit)
-            unverified = False
-            if commit is None:
-                commit, unverified = self._resolve()
-            if unverified:
-                if self.strict:
-                    raise UnverifiedRevisionError(
-                        f"The Hub could not be reached to confirm what {self.request.label} points at, and "
-                        f"--hf-strict is on. The cache has commit {commit[:12]}; pin that commit or retry "
-                        "when the Hub is reachable.",
-                        repo_id=self.request.repo_id,
-                        revision=self.request.revision,
-                    )
-                return self._cached_only(commit, unverified=True)
-            return self._online(commit)
+        try:
+            self.repo.cache_dir.mkdir(parents=True, exist_ok=True)
+            with RepoLock(self.repo, timeout=self.lock_timeout) as lock:
+                self.lock_wait = lock.wait
+                return self._locked()
+        except PermissionError as error:
+            raise HfSnapshotError(
+                f"Cannot write to the cache for {self.request.label}: {error.strerror} ({error.filename}). "
+                "Make the cache folder writable, or point --hf-cache-dir / HF_HUB_CACHE at a writable one.",
+                repo_id=self.request.repo_id,
+                revision=self.request.revision,
+            ) from error
+
+    def _locked(self) -> Snapshot:
+        commit = self._known_commit()
+        if commit is not None:
+            snap = self._from_record(commit)
+            if snap is not None:
+                return snap
+        if self.offline:
+            return self._offline(commit)
+        unverified = False
+        if commit is None:
+            commit, unverified = self._resolve()
+        if unverified:
+            if self.strict:
+                raise UnverifiedRevisionError(
+                    f"The Hub could not be reached to confirm what {self.request.label} points at, and "
+                    f"--hf-strict is on. The cache has commit {commit[:12]}; pin that commit or retry "
+                    "when the Hub is reachable.",
+                    repo_id=self.request.repo_id,
+                    revision=self.request.revision,
+                )
+            return self._cached_only(commit, unverified=True)
+        return self._online(commit)
 
     # --- what we already know ---------------------------------------------------------------
     def _memo_key(self) -> tuple[str, str, str, str]:

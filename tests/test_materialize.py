@@ -313,3 +313,20 @@ def test_planted_folder_link_is_removed_never_followed(local_hub: LocalHub, repo
     assert not nested.is_symlink()
     assert (again / "nested" / "vocab.txt").read_text() == FILES["nested/vocab.txt"]
     assert (outside / "vocab.txt").read_text() == "precious"
+
+
+def test_unwritable_cache_is_a_clear_error_but_a_verified_cache_still_serves(
+    local_hub: LocalHub, repo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_hfsnapshot import HfSnapshotError
+    from pytest_hfsnapshot import locking
+
+    materialize("org/tiny", revision=repo)
+
+    def refuse(self: object) -> None:
+        raise PermissionError(13, "Permission denied", str(local_hub.cache_dir))
+
+    monkeypatch.setattr(locking.RepoLock, "__enter__", refuse)
+    assert materialize("org/tiny", revision=repo).source == "cache"  # no lock, no write needed
+    with pytest.raises(HfSnapshotError, match="Cannot write to the cache .*--hf-cache-dir"):
+        materialize("org/tiny", revision="main")
