@@ -32,6 +32,12 @@ Access control: an unknown or (without ``Authorization: Bearer <token>``) privat
 Hub); an unknown revision 404 ``RevisionNotFound``; an unknown file or folder 404
 ``EntryNotFound`` (with ``X-Repo-Commit``, so the client caches the miss). A token other than
 the hub's is treated as no token.
+
+Fault plan: patterns are matched with ``fnmatch.fnmatchcase`` against the percent-decoded path
+without query (the form ``requests`` records). Each request first looks for a ``fail`` entry
+(HEAD included); one that fails gets no other fault. Otherwise a 2xx response with a non-empty
+body (not HEAD, not an error answer) looks for a ``cut``/``corrupt`` entry. Within each kind the
+first entry added that matches and is not used up is used, and counts one use.
 """
 
 from __future__ import annotations
@@ -619,13 +625,16 @@ class LocalHub:
         self._add_fault(fault)
 
     def cut(self, pattern: str, after_bytes: int, times: int = 1) -> None:
-        """Send the full ``Content-Length``, then ``after_bytes`` of the body, then close the connection."""
+        """Send the full ``Content-Length``, then ``after_bytes`` of the body, then close the connection.
+
+        Counts only 2xx responses with a body (not HEAD); the cut bytes count in ``bytes_served``.
+        """
         if after_bytes < 0:
             raise ValueError(f"after_bytes must be >= 0, got {after_bytes}")
         self._add_fault(_Fault("cut", pattern, times, after_bytes=after_bytes))
 
     def corrupt(self, pattern: str, times: int = 1) -> None:
-        """Flip one byte (the middle one) of the body, same length."""
+        """Flip one byte (the middle one) of the body, same length; counts like ``cut``."""
         self._add_fault(_Fault("corrupt", pattern, times))
 
     def slow(self, bytes_per_second: float | None) -> None:
