@@ -1,0 +1,117 @@
+"""outcomes.classify_auth and auth_message: plain unit tests, no pytest plugin involved."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from huggingface_hub import errors as hf_errors
+
+from pytest_hfsnapshot.errors import AuthError, TransientError
+from pytest_hfsnapshot.outcomes import auth_message, auth_repo, classify_auth, exception_chain
+
+
+def http_error(cls: type[hf_errors.HfHubHTTPError], status: int) -> hf_errors.HfHubHTTPError:
+    # Only what HfHubHTTPError reads: the client's response class differs between 1.x and 2.x.
+    response: Any = SimpleNamespace(status_code=status, headers={}, request=None)
+    return cls(f"{status} error", response=response)
+
+
+def raised_from(outer: BaseException, inner: BaseException) -> BaseException:
+    try:
+        try:
+            raise inner
+        except BaseException as error:
+            raise outer from error
+    except BaseException as caught:
+        return caught
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (AuthError("no", reason="gated", repo_id="org/x"), "gated"),
+        (AuthError("no", reason="not_found_or_private"), "not_found_or_private"),
+        (http_error(hf_errors.GatedRepoError, 403), "gated"),
+        (http_error(hf_errors.RepositoryNotFoundError, 401), "not_found_or_private"),
+        (http_error(hf_errors.HfHubHTTPError, 401), "unauthorized"),
+        (http_error(hf_errors.HfHubHTTPError, 403), "unauthorized"),
+        (http_error(hf_errors.HfHubHTTPError, 500), None),
+        (http_error(hf_errors.RevisionNotFoundError, 404), None),
+        (TransientError("down", attempts=3), None),
+        (OSError("disk full"), None),
+    ],
+)
+def test_classify_auth(error: BaseException, reason: str | None) -> None:
+    assert classify_auth(error) == reason
+
+
+def test_classify_through_cause_like_transformers() -> None:
+    wrapped = raised_from(OSError("You are trying to access a gated repo."), http_error(hf_errors.GatedRepoError, 403))
+    assert classify_auth(wrapped) == "gated"
+
+
+def test_classify_through_implicit_context() -> None:
+    try:
+        try:
+            raise http_error(hf_errors.RepositoryNotFoundError, 401)
+        except Exception:
+            raise ValueError("while loading") from None
+    except ValueError as error:
+        suppressed = error
+    # `from None` hides the context from tracebacks, but it is still what happened.
+    assert classify_auth(suppressed) == "not_found_or_private"
+
+
+def test_exception_chain_survives_cycles() -> None:
+    first, second = ValueError("a"), KeyError("b")
+    first.__cause__, second.__context__ = second, first
+    assert list(exception_chain(first)) == [first, second]
+    assert classify_auth(first) is None
+
+
+def test_auth_repo_reads_the_client_error() -> None:
+    error = http_error(hf_errors.GatedRepoError, 403)
+    error.repo_id, error.repo_type = "org/gated", "dataset"
+    assert auth_repo(raised_from(OSError("wrapped"), error)) == ("org/gated", "dataset")
+    assert auth_repo(OSError("plain")) is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "token_set", "expected"),
+    [
+        (
+            "gated",
+            False,
+            "datasets/org/x@v1 is gated and no Hub token is set: accept the conditions at "
+            "https://hub.test/datasets/org/x and set HF_TOKEN to a token of that account",
+        ),
+        ("gated", True, "datasets/org/x@v1 is gated and the token in use has not been granted access: *"),
+        (
+            "unauthorized",
+            True,
+            "the Hub refused datasets/org/x@v1 (401/403) for the token in use: "
+            "set HF_TOKEN to a token that can read it",
+        ),
+        (
+            "not_found_or_private",
+            False,
+            "datasets/org/x@v1 was not found or is private (no Hub token is set): check the repo id and "
+            "repo_type, or set HF_TOKEN to a token that can read it",
+        ),
+    ],
+)
+def test_auth_message(reason: str, token_set: bool, expected: str) -> None:
+    message = auth_message(
+        reason, repo_id="org/x", repo_type="dataset", revision="v1", endpoint="https://hub.test/", token_set=token_set
+    )
+    if expected.endswith("*"):
+        assert message.startswith(expected[:-1])
+    else:
+        assert message == expected
+
+
+def test_auth_message_without_repo() -> None:
+    message = auth_message("gated", repo_id=None, endpoint="https://hub.test", token_set=False)
+    assert message.startswith("a Hub repo is gated and no Hub token is set: accept the conditions at https://hub.test/")

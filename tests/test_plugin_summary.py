@@ -1,0 +1,157 @@
+"""The ``hf snapshots`` terminal summary and the records behind it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_hfsnapshot.plugin import SnapshotRecord, human_size, primary_records, summary_lines
+from pytest_hfsnapshot.request import SnapshotRequest
+from pytest_hfsnapshot.snapshot import Snapshot
+from pytest_hfsnapshot.testing import half_written
+from pytest_hfsnapshot.testing.hub import LocalHub
+
+FILES = {"config.json": "{}", "model.safetensors": b"\x03" * 3000}
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def record(
+    worker: str | None,
+    source: str = "cache",
+    lock_wait: float = 0.0,
+    request: SnapshotRequest | None = None,
+    **snapshot: object,
+) -> SnapshotRecord:
+    request = request or SnapshotRequest.build("org/tiny")
+    fields: dict[str, object] = {
+        "path": Path("/cache/snap"),
+        "repo_id": request.repo_id,
+        "repo_type": request.repo_type,
+        "revision": request.revision,
+        "commit": COMMIT,
+        "files": ("config.json", "model.safetensors"),
+        "size": 3002,
+        "source": source,
+        "seconds": 1.25,
+        "lock_wait": lock_wait,
+    }
+    fields.update(snapshot)
+    return SnapshotRecord(request, Snapshot(**fields), elapsed=1.3, worker=worker)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (5 * 1024**2, "5.0 MiB"), (3 * 1024**3, "3.0 GiB")],
+)
+def test_human_size(size: int, shown: str) -> None:
+    assert human_size(size) == shown
+
+
+def test_record_round_trip() -> None:
+    original = record(
+        "gw1",
+        source="repair",
+        request=SnapshotRequest.build("org/tiny", allow_patterns=["*.json", "*.safetensors"], metadata_only=True),
+        repaired=("model.safetensors",),
+        unverified_revision=True,
+    )
+    copy = SnapshotRecord.from_dict(original.to_dict())
+    assert copy == original
+    assert copy.snapshot.repaired == ("model.safetensors",)
+    assert copy.snapshot.lock_wait == original.snapshot.lock_wait
+
+
+def test_one_row_per_request_naming_the_downloader() -> None:
+    records = [
+        record("gw0", lock_wait=2.0),
+        record("gw1", source="download", lock_wait=0.0),
+        record("gw2", lock_wait=1.5),
+    ]
+    assert primary_records(records) == [records[1]]
+    (line,) = summary_lines(records)
+    assert line == (
+        "org/tiny@main  0123456789ab  2 files  2.9 KiB  download  1.25s  lock wait 0.00s  "
+        "download by gw1; 2 others waited 3.50s"
+    )
+
+
+def test_rows_are_sorted_and_aligned() -> None:
+    data = SnapshotRequest.build("org/data", repo_type="dataset", ignore_patterns="*.parquet")
+    lines = summary_lines([record(None), record(None, request=data, files=("README.md",), size=10)])
+    assert lines == [
+        "datasets/org/data@main [ignore *.parquet]  0123456789ab  1 file   10 B     cache  1.25s  lock wait 0.00s",
+        "org/tiny@main                              0123456789ab  2 files  2.9 KiB  cache  1.25s  lock wait 0.00s",
+    ]
+
+
+def test_unverified_and_repaired_are_flagged() -> None:
+    snap = record(None, source="repair", unverified_revision=True, repaired=("model.safetensors",))
+    (line,) = summary_lines([snap])
+    assert line.endswith("repair  1.25s  lock wait 0.00s  UNVERIFIED REVISION; repaired 1 file")
+    assert summary_lines([snap], verbose=True)[1:] == ["    repaired: model.safetensors"]
+
+
+def test_no_section_when_no_snapshot_is_used(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest()
+    result.stdout.no_fnmatch_line("*hf snapshots*")
+
+
+def test_summary_in_a_real_run(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    commit = local_hub.add_repo("org/tiny", files=FILES)
+    pytester.makeconftest(
+        """
+        from pytest_hfsnapshot import snapshot_fixture
+
+        tiny = snapshot_fixture("org/tiny")
+        """
+    )
+    pytester.makepyfile("def test_tiny(tiny): pass")
+    args = (f"--hf-cache-dir={local_hub.cache_dir}",)
+    result = pytester.runpytest(*args)
+    result.stdout.fnmatch_lines(
+        ["*= hf snapshots =*", f"org/tiny@main  {commit[:12]}  2 files  2.9 KiB  download  *s  lock wait *s"]
+    )
+    result = pytester.runpytest(*args)
+    result.stdout.fnmatch_lines(["org/tiny@main  *  cache  *"])
+
+
+def test_repairs_are_listed_with_verbose(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/tiny", files=FILES)
+    pytester.makeconftest(
+        """
+        from pytest_hfsnapshot import snapshot_fixture
+
+        tiny = snapshot_fixture("org/tiny")
+        """
+    )
+    pytester.makepyfile("def test_tiny(tiny): assert (tiny / 'model.safetensors').stat().st_size == 3000")
+    args = (f"--hf-cache-dir={local_hub.cache_dir}",)
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    assert local_hub.cache_dir is not None
+    half_written.truncated_blob(local_hub.cache_dir, "org/tiny", "model.safetensors")
+    result = pytester.runpytest(*args, "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["org/tiny@main  *  repair  *repaired 1 file", "    repaired: model.safetensors"])
+
+
+def test_unverified_revision_is_flagged_and_strict_fails(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/tiny", files=FILES)
+    pytester.makeconftest(
+        """
+        from pytest_hfsnapshot import snapshot_fixture
+
+        tiny = snapshot_fixture("org/tiny")
+        """
+    )
+    pytester.makepyfile("def test_tiny(tiny): pass")
+    args = (f"--hf-cache-dir={local_hub.cache_dir}", "--hf-retries=0")
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    local_hub.fail("*/revision/*", 503, times=10)
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["org/tiny@main  *  cache  *UNVERIFIED REVISION"])
+    result = pytester.runpytest(*args, "--hf-strict")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["org/tiny@main: UnverifiedRevisionError: *--hf-strict*"])
