@@ -63,6 +63,8 @@ METADATA_MARKERS = (
     "model_index.json",
 )
 RECORD_VERSION = 1
+#: Wall-clock bound on one call's transient-failure handling, the client's own retries included.
+RETRY_DEADLINE = 300.0
 _SESSION_MAX_AGE = 3 * 24 * 3600
 # Branch resolutions made by this process when no test session shares them.
 _resolved_here: dict[tuple[str, str, str, str], str] = {}
@@ -166,6 +168,7 @@ class _Engine:
         self.token = token
         self.started = time.monotonic()
         self.lock_wait = 0.0
+        self.backoff = retry.Backoff(retries=retries, deadline=self.started + RETRY_DEADLINE)
         self.planted = False
 
     # --- entry --------------------------------------------------------------------------------
@@ -294,8 +297,9 @@ class _Engine:
         self._remember(commit)
         return commit, False
 
-    def _with_retries(self, call: Any, *, what: str, filename: str | None = None) -> Any:
-        backoff = retry.Backoff(retries=self.retries)
+    def _with_retries(self, call: Any, *, what: str, filename: str | None = None, retried: bool = True) -> Any:
+        """Run ``call``, retrying transient failures; ``retried=False`` when the client retries it already."""
+        backoff = self.backoff
         while True:
             try:
                 return call()
@@ -305,6 +309,9 @@ class _Engine:
                 kind = retry.classify(error)
                 if kind.kind != "transient":
                     raise self._typed(error, kind) from error
+                if not retried:
+                    backoff.attempts += 1
+                    raise self._exhausted(error, kind, backoff.attempts, what, filename) from error
                 if not backoff.wait(kind.retry_after):
                     raise self._exhausted(error, kind, backoff.attempts, what, filename) from error
                 log.info("hfsnapshot: retrying %s of %s after %s", what, self.request.label, _cause(kind))
@@ -384,7 +391,7 @@ class _Engine:
                 out[item.path] = entry
             return out
 
-        raw = self._with_retries(fetch, what="the file listing")
+        raw = self._with_retries(fetch, what="the file listing", retried=not retry.client_retries_listings())
         listing = self._parse_listing(raw)
         self.repo.write_tree_cache(commit, raw)
         return listing
@@ -512,7 +519,7 @@ class _Engine:
 
     def _download(self, commit: str, needed: list[ExpectedFile], blobs_before: set[str]) -> None:
         request = self.request
-        backoff = retry.Backoff(retries=self.retries)
+        backoff = self.backoff
         snapshot_dir, blobs = str(self.repo.snapshot_dir(commit)), str(self.repo.blobs)
         while True:
             failure: BaseException | None = None

@@ -152,14 +152,16 @@ def _says_auth(error: BaseException) -> bool:
 class Backoff:
     """Exponential backoff with full jitter, honouring ``Retry-After``, within a total budget.
 
-    ``retries`` is the number of extra attempts after the first; ``budget`` bounds the total
-    time spent sleeping so that our retries never multiply the client's own into hours.
+    One instance serves a whole ``materialize`` call: ``retries`` counts the extra attempts of
+    every step together (revision, listing, download), and ``deadline`` (a ``time.monotonic``
+    value) bounds the wall-clock time of the call, the client's own internal retries included,
+    so that the layers never multiply into hours.
     """
 
     retries: int = 5
     base: float = 0.5
     cap: float = 10.0
-    budget: float = 120.0
+    deadline: float | None = None
     max_retry_after: float = 60.0
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random | None = None
@@ -174,7 +176,7 @@ class Backoff:
         delay = rng.uniform(0.0, min(self.cap, self.base * 2 ** (self.attempts - 1)))
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.max_retry_after))
-        if self.slept + delay > self.budget:
+        if self.deadline is not None and time.monotonic() + delay > self.deadline:
             return None
         return delay
 
@@ -187,3 +189,13 @@ class Backoff:
         self.sleep(delay)
         self.slept += delay
         return True
+
+
+def client_retries_listings() -> bool:
+    """huggingface_hub 2.x pages tree listings through its own backoff (5 retries, 1-8 s); 1.x does not.
+
+    Where the client already retries, wrapping the listing in our retries would multiply the two.
+    """
+    import huggingface_hub
+
+    return int(huggingface_hub.__version__.split(".", 1)[0]) >= 2
