@@ -7,7 +7,9 @@ use them to classify errors raised by libraries that wrap huggingface_hub (trans
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from urllib.parse import unquote, urlsplit
 
 from huggingface_hub import errors as hf_errors
 
@@ -50,10 +52,25 @@ def auth_repo(exc: BaseException) -> tuple[str, str] | None:
     """``(repo_id, repo_type)`` of the refused repo when the error chain names it."""
     found = find_auth_error(exc)
     repo_id = getattr(found, "repo_id", None)
-    if not isinstance(repo_id, str) or not repo_id:
+    if isinstance(repo_id, str) and repo_id:
+        repo_type = getattr(found, "repo_type", None)
+        return repo_id, repo_type if isinstance(repo_type, str) and repo_type else "model"
+    # huggingface_hub 1.x errors do not carry the repo: read it from the refused URL.
+    url = getattr(getattr(found, "response", None), "url", None)
+    return _repo_from_url(str(url)) if url is not None else None
+
+
+_API_PATH = re.compile(r"/api/(?P<type>models|datasets|spaces)/(?P<repo>[^/?#]+/[^/?#]+)")
+_RESOLVE_PATH = re.compile(r"/(?:(?P<type>datasets|spaces)/)?(?P<repo>[^/?#]+/[^/?#]+)/resolve/")
+
+
+def _repo_from_url(url: str) -> tuple[str, str] | None:
+    path = urlsplit(url).path
+    match = _API_PATH.search(path) or _RESOLVE_PATH.search(path)
+    if match is None:
         return None
-    repo_type = getattr(found, "repo_type", None)
-    return repo_id, repo_type if isinstance(repo_type, str) and repo_type else "model"
+    repo_type = (match.group("type") or "models").removesuffix("s")
+    return unquote(match.group("repo")), repo_type
 
 
 def repo_url(endpoint: str, repo_id: str, repo_type: str = "model") -> str:

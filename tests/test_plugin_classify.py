@@ -12,9 +12,11 @@ from pytest_hfsnapshot.errors import AuthError, TransientError
 from pytest_hfsnapshot.outcomes import auth_message, auth_repo, classify_auth, exception_chain
 
 
-def http_error(cls: type[hf_errors.HfHubHTTPError], status: int) -> hf_errors.HfHubHTTPError:
+def http_error(
+    cls: type[hf_errors.HfHubHTTPError], status: int, url: str = "https://hub.test/api/whoami"
+) -> hf_errors.HfHubHTTPError:
     # Only what HfHubHTTPError reads: the client's response class differs between 1.x and 2.x.
-    response: Any = SimpleNamespace(status_code=status, headers={}, request=None)
+    response: Any = SimpleNamespace(status_code=status, headers={}, request=None, url=url)
     return cls(f"{status} error", response=response)
 
 
@@ -76,6 +78,23 @@ def test_auth_repo_reads_the_client_error() -> None:
     error.repo_id, error.repo_type = "org/gated", "dataset"
     assert auth_repo(raised_from(OSError("wrapped"), error)) == ("org/gated", "dataset")
     assert auth_repo(OSError("plain")) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "repo"),
+    [
+        ("https://hub.test/api/models/org/m/revision/main", ("org/m", "model")),
+        ("https://hub.test/api/datasets/org/d/tree/abc?recursive=true", ("org/d", "dataset")),
+        ("https://hub.test/org/m/resolve/abc/config.json", ("org/m", "model")),
+        ("https://hub.test/spaces/org/s/resolve/main/app.py", ("org/s", "space")),
+        ("https://hub.test/api/whoami-v2", None),
+    ],
+)
+def test_auth_repo_from_the_refused_url(url: str, repo: tuple[str, str] | None) -> None:
+    # huggingface_hub 1.x errors carry no repo_id: the URL tells it.
+    error = http_error(hf_errors.GatedRepoError, 403, url=url)
+    error.repo_id = None
+    assert auth_repo(error) == repo
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ def test_four_workers_one_download(pytester: pytest.Pytester, local_hub: LocalHu
     result.stdout.fnmatch_lines(["org/tiny@main  *download by gw?*"])
 
 
-@pytest.mark.parametrize("dist", ["loadscope", "loadgroup", "worksteal", "loadfile"])
+@pytest.mark.parametrize("dist", ["loadscope", "loadgroup", "worksteal"])
 def test_distribution_modes(pytester: pytest.Pytester, local_hub: LocalHub, tiny: str, dist: str) -> None:
     pytester.makepyfile(
         test_a="""
