@@ -474,6 +474,8 @@ class _Engine:
                     repo_id=self.request.repo_id,
                     revision=self.request.revision,
                 )
+            # Orphans of killed downloads need no network to go, and a verified snapshot has none.
+            self._remove_orphans(files)
             self._write_record(commit, files)
             snap = self._snapshot(commit, files, "cache")
         if unverified:
