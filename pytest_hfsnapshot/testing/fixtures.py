@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from .half_written import HalfWritten
 from .hub import LocalHub, client_patches, close_client_session
 
 
@@ -38,3 +39,14 @@ def local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Local
             yield hub
         finally:
             close_client_session()
+
+
+@pytest.fixture
+def half_written(local_hub: LocalHub) -> HalfWritten:
+    """The half-written cache states of :mod:`pytest_hfsnapshot.testing.half_written`, on ``local_hub.cache_dir``.
+
+    ``half_written.truncated_blob("org/tiny", "model.safetensors")`` damages the repo as cached
+    by an earlier ``snapshot_download`` and returns the paths it touched.
+    """
+    assert local_hub.cache_dir is not None
+    return HalfWritten(local_hub.cache_dir)

@@ -1,0 +1,422 @@
+"""Half-written Hugging Face cache states, reproduced on purpose.
+
+Each function takes a repo already in a huggingface_hub cache (for example filled by
+``snapshot_download`` from the local Hub) and leaves exactly what a real failure leaves,
+byte for byte, so a test can prove that its code (or ``materialize``) copes::
+
+    from huggingface_hub import snapshot_download
+    from pytest_hfsnapshot.testing import half_written
+
+    snapshot_download("org/tiny", cache_dir=cache)
+    half_written.truncated_blob(cache, "org/tiny", "model.safetensors")
+
+==========================  ====================================================================
+function                    state it leaves (the real failure, in each docstring)
+==========================  ====================================================================
+``interrupted_download``    largest file's link and blob gone, ``blobs/<etag>.<8 hex>.incomplete``
+                            holding half of it; refs and ``trees/`` listing kept
+``missing_file``            one file's link gone, its blob kept
+``truncated_blob``          one blob cut to half its size
+``corrupted_blob``          one byte of one blob flipped, size kept
+``dangling_link``           one blob deleted, its link left pointing at nothing
+``orphan_incomplete``       a ``blobs/<etag>.<8 hex>.incomplete`` beside a complete snapshot
+``empty_ref``               ``refs/<revision>`` empty
+``garbage_ref``             ``refs/<revision>`` holding 40 NUL bytes
+``stale_lock``              the plugin's repo lock held on record by a dead process (or one on
+                            another host): holder record and soft lock marker
+==========================  ====================================================================
+
+Every function returns the absolute paths it created, changed or deleted (never empty), raises
+``ValueError`` for a repo id, file name or revision that would reach outside ``cache_dir``
+(absolute paths, ``..``, symlinks leading out) and ``FileNotFoundError`` when the repo, the
+revision or the file is not cached. Model, dataset and space repos all work.
+
+Fixtures (registered by the plugin, no import needed):
+
+``half_written``
+    A :class:`HalfWritten` bound to ``local_hub.cache_dir``: the same functions without the
+    ``cache_dir`` argument, e.g. ``half_written.dangling_link("org/tiny", "config.json")``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..cache import RepoCache, atomic_write_json, is_within
+from ..request import SnapshotRequest
+
+__all__ = [
+    "HalfWritten",
+    "corrupted_blob",
+    "dangling_link",
+    "empty_ref",
+    "garbage_ref",
+    "interrupted_download",
+    "missing_file",
+    "orphan_incomplete",
+    "stale_lock",
+    "truncated_blob",
+]
+
+# What a lock holder that dies without releasing leaves: filelock writes its own marker (pid,
+# host as filelock names it, process start), then the process exits without unlinking it.
+_DIE_HOLDING_SOFT_LOCK = (
+    "import os, sys\n"
+    "from filelock import SoftFileLock\n"
+    "if sys.argv[1]:\n"
+    "    held = SoftFileLock(sys.argv[1], is_singleton=False)\n"
+    "    held.acquire(timeout=0)\n"
+    "os._exit(0)\n"
+)
+
+
+def interrupted_download(
+    cache_dir: str | os.PathLike[str], repo_id: str, *, revision: str = "main", repo_type: str = "model"
+) -> list[Path]:
+    """A CI job SIGKILLed (timeout, OOM killer, cancelled run) while downloading the largest file.
+
+    ``refs/`` and ``trees/`` are written before any file, so they stay; the largest file's link
+    and blob are gone, and ``blobs/<etag>.<8 hex>.incomplete`` holds the first half of it. The
+    client names that file per download and never resumes or deletes it.
+    Returns ``[link, ..., blob, orphan]`` (every link of the snapshot to that blob).
+    """
+    repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
+    entries = []
+    for folder, _, names in os.walk(repo.snapshot_dir(commit)):
+        for name in names:
+            relpath = Path(folder, name).relative_to(repo.snapshot_dir(commit)).as_posix()
+            try:
+                link, blob = _entry(repo, commit, relpath)
+            except FileNotFoundError:
+                continue  # already dangling: nothing left to interrupt
+            entries.append((blob.stat().st_size, relpath, link, blob))
+    if not entries:
+        raise FileNotFoundError(f"No file of {_label(repo, revision)} is cached in {repo.snapshot_dir(commit)}.")
+    _, relpath, _, blob = min(entries, key=lambda e: (-e[0], e[1]))
+    orphan = _write_orphan(repo, commit, relpath, blob)
+    # A blob serves every link to it: none of them had been made when the download died.
+    links = sorted(link for _, _, link, other in entries if other == blob)
+    for link in links:
+        link.unlink()
+    blob.unlink()
+    return [*links, blob, orphan]
+
+
+def missing_file(
+    cache_dir: str | os.PathLike[str],
+    repo_id: str,
+    filename: str,
+    *,
+    revision: str = "main",
+    repo_type: str = "model",
+) -> list[Path]:
+    """A worker read a half-written snapshot: the blob is in ``blobs/`` but its link is not made yet.
+
+    The client moves a finished blob into place, then links it; a process killed in between, or
+    a reader looking while others still link files, sees the file missing although its bytes
+    are cached. Also what ``rm`` of one file in a snapshot folder leaves. Returns ``[link]``.
+    """
+    repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
+    link, _ = _entry(repo, commit, filename)
+    link.unlink()
+    return [link]
+
+
+def truncated_blob(
+    cache_dir: str | os.PathLike[str],
+    repo_id: str,
+    filename: str,
+    *,
+    revision: str = "main",
+    repo_type: str = "model",
+) -> list[Path]:
+    """A disk filled up (or a CI cache restore was cut short): the blob holds only its first half.
+
+    The client never re-checks a cached blob, online or offline, so it serves it as is.
+    Returns ``[blob]``.
+    """
+    repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
+    _, blob = _entry(repo, commit, filename, need_bytes=True)
+    os.truncate(blob, blob.stat().st_size // 2)
+    return [blob]
+
+
+def corrupted_blob(
+    cache_dir: str | os.PathLike[str],
+    repo_id: str,
+    filename: str,
+    *,
+    revision: str = "main",
+    repo_type: str = "model",
+) -> list[Path]:
+    """Bit rot, a failing disk, or a proxy that altered a body: one byte flipped, size unchanged.
+
+    Downloads are checked for length only and cached files never, so only a hash catches it.
+    Returns ``[blob]``.
+    """
+    repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
+    _, blob = _entry(repo, commit, filename, need_bytes=True)
+    middle = blob.stat().st_size // 2
+    with open(blob, "r+b") as handle:
+        handle.seek(middle)
+        byte = handle.read(1)[0]
+        handle.seek(middle)
+        handle.write(bytes([byte ^ 0xFF]))
+    return [blob]
+
+
+def dangling_link(
+    cache_dir: str | os.PathLike[str],
+    repo_id: str,
+    filename: str,
+    *,
+    revision: str = "main",
+    repo_type: str = "model",
+) -> list[Path]:
+    """Someone freed disk space by deleting blobs (or a CI cache kept the links but not ``blobs/``).
+
+    The link stays, pointing at nothing. Returns ``[blob]``.
+    """
+    repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
+    link, blob = _entry(repo, commit, filename)
+    if not link.is_symlink():
+        raise ValueError(f"{link} is a plain file (a cache made without symlinks): it has no link that could dangle.")
+    blob.unlink()
+    return [blob]
+
+
+def orphan_incomplete(
+    cache_dir: str | os.PathLike[str],
+    repo_id: str,
+    filename: str,
+    *,
+    revision: str = "main",
+    repo_type: str = "model",
+) -> list[Path]:
+    """A download of this file was killed once, and another process completed the file later.
+
+    The killed one's ``blobs/<etag>.<8 hex>.incomplete`` (first half of the file) stays beside
+    the complete snapshot forever: the client never cleans it up. Returns ``[orphan]``.
+    """
+    repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
+    _, blob = _entry(repo, commit, filename)
+    return [_write_orphan(repo, commit, filename, blob)]
+
+
+def empty_ref(
+    cache_dir: str | os.PathLike[str], repo_id: str, *, revision: str = "main", repo_type: str = "model"
+) -> list[Path]:
+    """A reader caught ``refs/<revision>`` mid-rewrite, or a crash hit it: the ref is empty.
+
+    Clients before atomic ref writes truncated the file, then wrote the commit. Offline, the
+    client then resolves the revision to the ``snapshots/`` folder itself. Returns ``[ref]``.
+    """
+    ref = _ref(cache_dir, repo_id, revision, repo_type)
+    ref.write_bytes(b"")
+    return [ref]
+
+
+def garbage_ref(
+    cache_dir: str | os.PathLike[str], repo_id: str, *, revision: str = "main", repo_type: str = "model"
+) -> list[Path]:
+    """A machine lost power just after the ref was rewritten: ``refs/<revision>`` holds 40 NUL bytes.
+
+    Delayed allocation (ext4, xfs) can keep a file's new length but not its data. Offline, the
+    client cannot find the snapshot although every file is cached. Returns ``[ref]``.
+    """
+    ref = _ref(cache_dir, repo_id, revision, repo_type)
+    ref.write_bytes(b"\0" * 40)
+    return [ref]
+
+
+def stale_lock(
+    cache_dir: str | os.PathLike[str], repo_id: str, *, repo_type: str = "model", host: str | None = None
+) -> list[Path]:
+    """A pytest-hfsnapshot process died (SIGKILL, OOM, power loss) holding the repo lock.
+
+    Leaves the plugin's holder record and the soft lock marker as that process wrote them, for a
+    process that no longer exists: a short-lived child takes filelock's ``SoftFileLock`` and
+    exits without releasing it. With ``host``, both name that host instead (the marker in
+    filelock's ``pid\\nhost\\n`` format), as a job on another machine sharing the cache would. The
+    kernel lock needs no such state: the kernel frees it when its holder dies.
+    Returns ``[holder record, soft lock marker]``.
+    """
+    if host is not None and (not host or any(c in host for c in "\n\r\0")):
+        raise ValueError(f"host={host!r} is not a host name.")
+    repo = _repo(cache_dir, repo_id, repo_type, "main")
+    for path in (repo.holder_path, repo.soft_lock_path):
+        if path.is_symlink() or not is_within(path.parent, repo.cache_dir):
+            raise ValueError(f"{path} resolves outside {repo.cache_dir}; refusing to write there.")
+    repo.soft_lock_path.parent.mkdir(parents=True, exist_ok=True)
+    marker = str(repo.soft_lock_path) if host is None else ""
+    # Its pid, once it has exited and been reaped, names a process that does not exist.
+    child = subprocess.Popen([sys.executable, "-c", _DIE_HOLDING_SOFT_LOCK, marker])
+    if child.wait() != 0:
+        raise RuntimeError(
+            f"Could not take {repo.soft_lock_path} to leave it stale (status {child.returncode}): "
+            "is a live process holding it right now?"
+        )
+    pid = child.pid
+    if host is not None:
+        repo.soft_lock_path.write_text(f"{pid}\n{host}\n", encoding="utf-8")
+    now = time.time()
+    atomic_write_json(
+        repo.holder_path,
+        {
+            "pid": pid,
+            "host": host or socket.gethostname(),
+            "since": now,
+            "since_iso": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "start": None,
+            "mode": "soft",
+            "repo": f"{repo_type}:{repo_id}",
+        },
+    )
+    return [repo.holder_path, repo.soft_lock_path]
+
+
+class HalfWritten:
+    """The functions of this module bound to one cache folder (what the ``half_written`` fixture gives)."""
+
+    def __init__(self, cache_dir: str | os.PathLike[str]) -> None:
+        self.cache_dir = Path(cache_dir)
+
+    def interrupted_download(self, repo_id: str, *, revision: str = "main", repo_type: str = "model") -> list[Path]:
+        """See :func:`interrupted_download`."""
+        return interrupted_download(self.cache_dir, repo_id, revision=revision, repo_type=repo_type)
+
+    def missing_file(
+        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
+    ) -> list[Path]:
+        """See :func:`missing_file`."""
+        return missing_file(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
+
+    def truncated_blob(
+        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
+    ) -> list[Path]:
+        """See :func:`truncated_blob`."""
+        return truncated_blob(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
+
+    def corrupted_blob(
+        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
+    ) -> list[Path]:
+        """See :func:`corrupted_blob`."""
+        return corrupted_blob(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
+
+    def dangling_link(
+        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
+    ) -> list[Path]:
+        """See :func:`dangling_link`."""
+        return dangling_link(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
+
+    def orphan_incomplete(
+        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
+    ) -> list[Path]:
+        """See :func:`orphan_incomplete`."""
+        return orphan_incomplete(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
+
+    def empty_ref(self, repo_id: str, *, revision: str = "main", repo_type: str = "model") -> list[Path]:
+        """See :func:`empty_ref`."""
+        return empty_ref(self.cache_dir, repo_id, revision=revision, repo_type=repo_type)
+
+    def garbage_ref(self, repo_id: str, *, revision: str = "main", repo_type: str = "model") -> list[Path]:
+        """See :func:`garbage_ref`."""
+        return garbage_ref(self.cache_dir, repo_id, revision=revision, repo_type=repo_type)
+
+    def stale_lock(self, repo_id: str, *, repo_type: str = "model", host: str | None = None) -> list[Path]:
+        """See :func:`stale_lock`."""
+        return stale_lock(self.cache_dir, repo_id, repo_type=repo_type, host=host)
+
+
+# --- finding what to damage, inside the cache only ------------------------------------------------
+
+
+def _label(repo: RepoCache, revision: str) -> str:
+    return f"{repo.repo_type} {repo.repo_id!r}@{revision}"
+
+
+def _repo(cache_dir: str | os.PathLike[str], repo_id: str, repo_type: str, revision: str) -> RepoCache:
+    # Request validation rejects "..", absolute ids and bad revisions (InvalidRequestError is a ValueError).
+    SnapshotRequest.build(repo_id, revision=revision, repo_type=repo_type)
+    repo = RepoCache(cache_dir, repo_id, repo_type)
+    if not is_within(repo.root, repo.cache_dir):
+        raise ValueError(f"{repo.root} resolves outside {repo.cache_dir}; refusing to touch it.")
+    if not repo.root.is_dir():
+        raise FileNotFoundError(f"The {repo_type} {repo_id!r} is not cached in {repo.cache_dir}.")
+    return repo
+
+
+def _ref(cache_dir: str | os.PathLike[str], repo_id: str, revision: str, repo_type: str) -> Path:
+    repo = _repo(cache_dir, repo_id, repo_type, revision)
+    ref = repo.ref(revision)
+    if not is_within(ref, repo.root):
+        raise ValueError(f"{ref} resolves outside {repo.root}; refusing to touch it.")
+    if not ref.is_file():
+        raise FileNotFoundError(f"{_label(repo, revision)} has no ref in the cache ({ref} is absent).")
+    return ref
+
+
+def _snapshot(cache_dir: str | os.PathLike[str], repo_id: str, revision: str, repo_type: str) -> tuple[RepoCache, str]:
+    repo = _repo(cache_dir, repo_id, repo_type, revision)
+    if not is_within(repo.ref(revision), repo.root):
+        raise ValueError(f"{repo.ref(revision)} resolves outside {repo.root}; refusing to follow it.")
+    commit = repo.commit_of(revision)
+    if commit is None:
+        raise FileNotFoundError(f"{_label(repo, revision)} has no usable ref in the cache ({repo.ref(revision)}).")
+    folder = repo.snapshot_dir(commit)
+    if not is_within(folder, repo.root):
+        raise ValueError(f"{folder} resolves outside {repo.root}; refusing to follow it.")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{_label(repo, revision)} has no snapshot folder {folder}.")
+    return repo, commit
+
+
+def _entry(repo: RepoCache, commit: str, filename: str, *, need_bytes: bool = False) -> tuple[Path, Path]:
+    """``(snapshot entry, blob it resolves to)``, both checked to stay inside the repo folder."""
+    if (
+        not isinstance(filename, str)
+        or os.path.isabs(filename)
+        or "\\" in filename
+        or "\0" in filename
+        or any(part in ("", ".", "..") for part in filename.split("/"))
+    ):
+        raise ValueError(f"filename={filename!r} is not a path inside a snapshot (no absolute paths, no '..').")
+    link = repo.link(commit, filename)
+    if not is_within(link.parent, repo.snapshot_dir(commit)):
+        raise ValueError(f"{link.parent} resolves outside {repo.snapshot_dir(commit)}; refusing to follow it.")
+    if not os.path.lexists(link):
+        raise FileNotFoundError(f"{filename!r} of {repo.repo_type} {repo.repo_id!r} is not cached ({link}).")
+    blob = Path(os.path.realpath(link)) if link.is_symlink() else link
+    if not is_within(blob, repo.root):
+        raise ValueError(f"{link} leads to {blob}, outside {repo.root}; refusing to touch it.")
+    if not blob.is_file():
+        raise FileNotFoundError(f"The blob of {filename!r} ({blob}) is not cached.")
+    if need_bytes and blob.stat().st_size == 0:
+        raise ValueError(f"{filename!r} is empty: there is no byte to damage.")
+    return link, blob
+
+
+def _etag(repo: RepoCache, commit: str, relpath: str, blob: Path) -> str:
+    if blob.parent == repo.blobs:
+        return blob.name
+    info = (repo.read_tree_cache(commit) or {}).get(relpath)
+    if not info:
+        raise FileNotFoundError(f"No cached listing names the blob of {relpath!r} ({repo.tree_cache(commit)}).")
+    return str(info.get("lfs_sha256") or info["blob_id"])
+
+
+def _write_orphan(repo: RepoCache, commit: str, relpath: str, blob: Path) -> Path:
+    # The client's name for one download's temporary file: uuid4().hex[:8] between etag and suffix.
+    orphan = repo.incomplete_blob(_etag(repo, commit, relpath, blob), uuid.uuid4().hex[:8])
+    data = blob.read_bytes()
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    with open(orphan, "xb") as handle:
+        handle.write(data[: len(data) // 2])
+    return orphan

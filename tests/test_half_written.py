@@ -1,0 +1,543 @@
+"""Each half-written state is what huggingface_hub really leaves, and ``materialize`` repairs it.
+
+Every cache here is filled by a real ``snapshot_download`` from the local Hub. A test damages it,
+checks the damage on disk, shows what the client alone does with it, then proves that
+``materialize`` returns a verified snapshot, fetching only the damaged file and restoring the
+cache to exactly its pristine state (our ``.hfsnapshot/``, the client's ``.locks/`` and
+``CACHEDIR.TAG`` aside).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+from filelock import SoftFileLock
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import LocalEntryNotFoundError
+
+from pytest_hfsnapshot import LockTimeoutError, OfflineMissingError, Snapshot, materialize
+from pytest_hfsnapshot.cache import RepoCache
+from pytest_hfsnapshot.testing import half_written as hw
+from pytest_hfsnapshot.testing.half_written import HalfWritten
+from pytest_hfsnapshot.testing.hub import LocalHub
+
+OURS_OR_CLIENTS = {".hfsnapshot", ".locks", "CACHEDIR.TAG"}
+ORPHAN_RE = re.compile(r"^(?P<etag>[0-9a-f]{40}|[0-9a-f]{64})\.[0-9a-f]{8}\.incomplete$")
+
+# Per repo type: the files, the largest one (what an interrupted download loses) and a small one.
+REPOS: dict[str, tuple[str, dict[str, bytes | str], str, str]] = {
+    "model": (
+        "org/tiny",
+        {
+            "config.json": '{"model_type": "bert"}',
+            "tokenizer.json": '{"vocab": ' + '"x", ' * 200 + '"y"}',
+            "model.safetensors": bytes(range(256)) * 96,
+        },
+        "model.safetensors",
+        "config.json",
+    ),
+    "dataset": (
+        "org/tiny-set",
+        {"README.md": "# tiny set\n", "data/train.csv": "a,b\n" + "1,2\n" * 3000, "data/test.csv": "a,b\n1,2\n"},
+        "data/train.csv",
+        "data/test.csv",
+    ),
+    "space": (
+        "org/tiny-space",
+        {"README.md": "---\nsdk: gradio\n---\n", "app.py": "print('hi')\n" * 400, "requirements.txt": "gradio\n"},
+        "app.py",
+        "requirements.txt",
+    ),
+}
+
+
+@dataclass
+class Cached:
+    """One repo fetched by ``snapshot_download`` into the local Hub's cache, beside a neighbour repo."""
+
+    hub: LocalHub
+    cache: Path
+    repo_id: str
+    repo_type: str
+    commit: str
+    files: dict[str, bytes]
+    largest: str
+    small: str
+    pristine: dict[str, str]
+
+    @property
+    def repo(self) -> RepoCache:
+        return RepoCache(self.cache, self.repo_id, self.repo_type)
+
+    def resolve_path(self, filename: str) -> str:
+        prefix = "" if self.repo_type == "model" else f"/{self.repo_type}s"
+        return f"{prefix}/{self.repo_id}/resolve/{self.commit}/{filename}"
+
+    def materialize(self, **kwargs: object) -> Snapshot:
+        # A fresh session id resolves the branch again, as a new test session would.
+        kwargs.setdefault("session", "after")
+        return materialize(self.repo_id, repo_type=self.repo_type, cache_dir=self.cache, **kwargs)  # type: ignore[arg-type]
+
+
+def digest(cache: Path) -> dict[str, str]:
+    """Every entry of the cache (ours and the client's lock folder aside): link target, or content hash."""
+    out: dict[str, str] = {}
+    for folder, dirs, names in os.walk(cache):
+        rel = Path(folder).relative_to(cache)
+        if rel == Path("."):
+            dirs[:] = [d for d in dirs if d not in OURS_OR_CLIENTS]
+            names = [n for n in names if n not in OURS_OR_CLIENTS]
+        for name in dirs:
+            out[(rel / name).as_posix()] = "dir"
+        for name in names:
+            path = Path(folder, name)
+            if path.is_symlink():
+                out[(rel / name).as_posix()] = "-> " + os.readlink(path)
+            else:
+                out[(rel / name).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def orphans(repo: RepoCache) -> list[str]:
+    return sorted(p.name for p in repo.blobs.iterdir() if p.name.endswith(".incomplete"))
+
+
+@pytest.fixture(params=["model", "model-verified", "dataset", "space"])
+def cached(request: pytest.FixtureRequest, local_hub: LocalHub) -> Cached:
+    """``-verified``: ``materialize`` had already recorded the snapshot as complete before the damage."""
+    repo_type = request.param.split("-")[0]
+    repo_id, files, largest, small = REPOS[repo_type]
+    commit = local_hub.add_repo(repo_id, files, repo_type=repo_type)
+    local_hub.add_repo("org/neighbour", {"config.json": "{}", "model.safetensors": b"n" * 1000})
+    assert local_hub.cache_dir is not None
+    snapshot_download(repo_id, repo_type=repo_type)
+    snapshot_download("org/neighbour")
+    if request.param.endswith("-verified"):
+        assert materialize(repo_id, repo_type=repo_type, cache_dir=local_hub.cache_dir, session="before").files
+    raw = {path: data.encode() if isinstance(data, str) else data for path, data in files.items()}
+    cache = local_hub.cache_dir
+    return Cached(local_hub, cache, repo_id, repo_type, commit, raw, largest, small, digest(cache))
+
+
+def assert_repaired(cached: Cached, snap: Snapshot, fetched: list[str], *, source: str = "repair") -> None:
+    """A verified snapshot, only ``fetched`` downloaded, the cache back to its pristine state."""
+    assert snap.source == source
+    assert snap.commit == cached.commit
+    assert snap.files == tuple(sorted(cached.files))
+    for path, data in cached.files.items():
+        assert (snap / path).read_bytes() == data
+    gets = [p for m, p, _ in cached.hub.requests if m == "GET" and "/resolve/" in p]
+    assert gets == [cached.resolve_path(f) for f in fetched]
+    assert cached.hub.served("*/resolve/*") == sum(len(cached.files[f]) for f in fetched)
+    assert orphans(cached.repo) == []
+    assert digest(cached.cache) == cached.pristine
+
+
+# --- interrupted_download --------------------------------------------------------------------------
+
+
+def test_interrupted_download(cached: Cached, half_written: HalfWritten) -> None:
+    repo = cached.repo
+    link, blob, orphan = half_written.interrupted_download(cached.repo_id, repo_type=cached.repo_type)
+
+    assert link == repo.link(cached.commit, cached.largest) and not os.path.lexists(link)
+    assert blob.parent == repo.blobs and not blob.exists()
+    match = ORPHAN_RE.match(orphan.name)
+    assert match and match["etag"] == blob.name and orphan.parent == repo.blobs
+    data = cached.files[cached.largest]
+    assert orphan.read_bytes() == data[: len(data) // 2]
+    assert repo.read_ref("main") == cached.commit and repo.tree_cache(cached.commit).is_file()
+    assert all(repo.link(cached.commit, f).exists() for f in cached.files if f != cached.largest)
+
+    cached.hub.reset_counters()
+    snap = cached.materialize()
+    assert_repaired(cached, snap, [cached.largest])
+
+
+def test_interrupted_download_hf_alone_leaves_the_orphan_forever(local_hub: LocalHub) -> None:
+    repo_id, files, largest, _ = REPOS["model"]
+    local_hub.add_repo(repo_id, files)
+    snapshot_download(repo_id)
+    assert local_hub.cache_dir is not None
+    orphan = hw.interrupted_download(local_hub.cache_dir, repo_id)[-1]
+
+    for _ in range(2):
+        folder = snapshot_download(repo_id)
+        assert Path(folder, largest).read_bytes() == files[largest]
+    assert orphan.exists()
+
+
+def test_interrupted_download_offline_names_the_missing_file(cached: Cached, half_written: HalfWritten) -> None:
+    half_written.interrupted_download(cached.repo_id, repo_type=cached.repo_type)
+    cached.hub.reset_counters()
+    with pytest.raises(OfflineMissingError) as excinfo:
+        cached.materialize(offline=True)
+    assert excinfo.value.missing == (cached.largest,)
+    assert cached.hub.requests == []
+
+
+# --- missing_file ----------------------------------------------------------------------------------
+
+
+def test_missing_file(cached: Cached, half_written: HalfWritten) -> None:
+    repo = cached.repo
+    blob_before = os.path.realpath(repo.link(cached.commit, cached.largest))
+    (link,) = half_written.missing_file(cached.repo_id, cached.largest, repo_type=cached.repo_type)
+
+    assert link == repo.link(cached.commit, cached.largest) and not os.path.lexists(link)
+    assert Path(blob_before).read_bytes() == cached.files[cached.largest]
+
+    cached.hub.reset_counters()
+    snap = cached.materialize()
+    assert_repaired(cached, snap, [])
+    assert snap.repaired == (cached.largest,)
+
+
+# --- truncated_blob --------------------------------------------------------------------------------
+
+
+def test_truncated_blob(cached: Cached, half_written: HalfWritten) -> None:
+    data = cached.files[cached.largest]
+    (blob,) = half_written.truncated_blob(cached.repo_id, cached.largest, repo_type=cached.repo_type)
+
+    assert blob == Path(os.path.realpath(cached.repo.link(cached.commit, cached.largest)))
+    assert blob.read_bytes() == data[: len(data) // 2]
+
+    cached.hub.reset_counters()
+    snap = cached.materialize()
+    assert_repaired(cached, snap, [cached.largest])
+    assert snap.repaired == (cached.largest,)
+
+
+def test_truncated_blob_hf_alone_serves_it(local_hub: LocalHub) -> None:
+    repo_id, files, largest, _ = REPOS["model"]
+    local_hub.add_repo(repo_id, files)
+    snapshot_download(repo_id)
+    assert local_hub.cache_dir is not None
+    hw.truncated_blob(local_hub.cache_dir, repo_id, largest)
+
+    for offline in (False, True):
+        folder = snapshot_download(repo_id, local_files_only=offline)
+        assert os.path.getsize(Path(folder, largest)) == len(files[largest]) // 2
+
+
+# --- corrupted_blob --------------------------------------------------------------------------------
+
+
+def test_corrupted_blob(cached: Cached, half_written: HalfWritten) -> None:
+    data = cached.files[cached.largest]
+    (blob,) = half_written.corrupted_blob(cached.repo_id, cached.largest, repo_type=cached.repo_type)
+
+    damaged = blob.read_bytes()
+    assert len(damaged) == len(data)
+    assert [i for i in range(len(data)) if damaged[i] != data[i]] == [len(data) // 2]
+
+    cached.hub.reset_counters()
+    assert cached.materialize(verify="size").source != "repair"  # a size check cannot see it
+    snap = cached.materialize(verify="sha256", session="again")
+    assert_repaired(cached, snap, [cached.largest])
+    assert snap.repaired == (cached.largest,)
+
+
+def test_corrupted_blob_hf_alone_serves_it(local_hub: LocalHub) -> None:
+    repo_id, files, largest, _ = REPOS["model"]
+    local_hub.add_repo(repo_id, files)
+    snapshot_download(repo_id)
+    assert local_hub.cache_dir is not None
+    hw.corrupted_blob(local_hub.cache_dir, repo_id, largest)
+
+    for offline in (False, True):
+        got = Path(snapshot_download(repo_id, local_files_only=offline), largest).read_bytes()
+        assert len(got) == len(files[largest]) and got != files[largest]
+
+
+# --- dangling_link ---------------------------------------------------------------------------------
+
+
+def test_dangling_link(cached: Cached, half_written: HalfWritten) -> None:
+    link = cached.repo.link(cached.commit, cached.largest)
+    (blob,) = half_written.dangling_link(cached.repo_id, cached.largest, repo_type=cached.repo_type)
+
+    assert link.is_symlink() and not link.exists()
+    assert Path(os.path.realpath(link)) == blob and blob.parent == cached.repo.blobs
+
+    cached.hub.reset_counters()
+    snap = cached.materialize()
+    assert_repaired(cached, snap, [cached.largest])
+    assert snap.repaired == (cached.largest,)
+
+
+# --- orphan_incomplete -----------------------------------------------------------------------------
+
+
+def test_orphan_incomplete(cached: Cached, half_written: HalfWritten) -> None:
+    data = cached.files[cached.largest]
+    (orphan,) = half_written.orphan_incomplete(cached.repo_id, cached.largest, repo_type=cached.repo_type)
+
+    match = ORPHAN_RE.match(orphan.name)
+    assert match and orphan.parent == cached.repo.blobs
+    assert match["etag"] == os.path.basename(os.readlink(cached.repo.link(cached.commit, cached.largest)))
+    assert orphan.read_bytes() == data[: len(data) // 2]
+    assert cached.repo.link(cached.commit, cached.largest).read_bytes() == data
+
+    cached.hub.reset_counters()
+    snap = cached.materialize()
+    assert_repaired(cached, snap, [])
+
+
+def test_orphan_incomplete_hf_alone_keeps_it(local_hub: LocalHub) -> None:
+    repo_id, files, _, small = REPOS["model"]
+    local_hub.add_repo(repo_id, files)
+    snapshot_download(repo_id)
+    assert local_hub.cache_dir is not None
+    (orphan,) = hw.orphan_incomplete(local_hub.cache_dir, repo_id, small)
+
+    snapshot_download(repo_id)
+    snapshot_download(repo_id, force_download=True)
+    assert orphan.exists()
+
+
+def test_orphan_incomplete_offline(cached: Cached, half_written: HalfWritten) -> None:
+    # Was a bug: offline, materialize handed out the snapshot and left the orphan beside it.
+    half_written.orphan_incomplete(cached.repo_id, cached.largest, repo_type=cached.repo_type)
+    cached.hub.reset_counters()
+    snap = cached.materialize(offline=True)
+    assert snap.files == tuple(sorted(cached.files)) and cached.hub.requests == []
+    assert orphans(cached.repo) == []
+
+
+# --- empty_ref and garbage_ref ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("state", ["empty_ref", "garbage_ref"])
+def test_broken_ref(cached: Cached, half_written: HalfWritten, state: str) -> None:
+    (ref,) = getattr(half_written, state)(cached.repo_id, repo_type=cached.repo_type)
+
+    assert ref == cached.repo.ref("main")
+    assert ref.read_bytes() == (b"" if state == "empty_ref" else b"\0" * 40)
+    assert cached.repo.read_ref("main") is None
+
+    cached.hub.reset_counters()
+    snap = cached.materialize()
+    assert_repaired(cached, snap, [])
+    assert ref.read_text() == cached.commit
+
+
+def test_empty_ref_hf_alone_offline_returns_the_snapshots_folder(local_hub: LocalHub) -> None:
+    repo_id, files, _, _ = REPOS["model"]
+    local_hub.add_repo(repo_id, files)
+    snapshot_download(repo_id)
+    assert local_hub.cache_dir is not None
+    hw.empty_ref(local_hub.cache_dir, repo_id)
+
+    folder = snapshot_download(repo_id, local_files_only=True)
+    assert Path(folder) == RepoCache(local_hub.cache_dir, repo_id, "model").root / "snapshots"
+
+
+def test_garbage_ref_hf_alone_offline_loses_a_complete_snapshot(local_hub: LocalHub) -> None:
+    repo_id, files, _, _ = REPOS["model"]
+    local_hub.add_repo(repo_id, files)
+    snapshot_download(repo_id)
+    assert local_hub.cache_dir is not None
+    hw.garbage_ref(local_hub.cache_dir, repo_id)
+
+    with pytest.raises(LocalEntryNotFoundError):
+        snapshot_download(repo_id, local_files_only=True)
+
+
+# --- stale_lock ------------------------------------------------------------------------------------
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("host", [None, "ci-runner-7"])
+def test_stale_lock_state(local_hub: LocalHub, host: str | None) -> None:
+    repo_id, files, _, _ = REPOS["dataset"]
+    local_hub.add_repo(repo_id, files, repo_type="dataset")
+    snapshot_download(repo_id, repo_type="dataset")
+    assert local_hub.cache_dir is not None
+    repo = RepoCache(local_hub.cache_dir, repo_id, "dataset")
+
+    holder, marker = hw.stale_lock(local_hub.cache_dir, repo_id, repo_type="dataset", host=host)
+
+    assert (holder, marker) == (repo.holder_path, repo.soft_lock_path)
+    record = json.loads(holder.read_text())
+    assert record["host"] == (host or socket.gethostname()) and record["repo"] == f"dataset:{repo_id}"
+    assert not pid_alive(record["pid"])
+    lines = marker.read_text().splitlines()
+    assert lines[0] == str(record["pid"])
+    if host is not None:
+        assert marker.read_text() == f"{record['pid']}\n{host}\n"
+    assert SoftFileLock(str(marker)).pid == record["pid"]  # filelock reads it as a holder
+    assert not repo.lock_path.exists()  # no kernel lock: the kernel frees those
+
+
+@pytest.mark.parametrize("host", [None, "ci-runner-7"])
+def test_stale_lock_never_blocks_the_kernel_lock(
+    cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch, host: str | None
+) -> None:
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_MODE", "kernel")
+    holder, _ = half_written.stale_lock(cached.repo_id, repo_type=cached.repo_type, host=host)
+
+    cached.hub.reset_counters()
+    snap = cached.materialize(lock_timeout=1)
+    assert_repaired(cached, snap, [], source="cache")
+    assert json.loads(holder.read_text())["pid"] == os.getpid()
+
+
+def test_stale_lock_soft_dead_holder_is_taken_over(
+    cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_MODE", "soft")
+    _, marker = half_written.stale_lock(cached.repo_id, repo_type=cached.repo_type)
+
+    cached.hub.reset_counters()
+    snap = cached.materialize(lock_timeout=5)
+    assert snap.lock_wait < 1
+    assert_repaired(cached, snap, [], source="cache")
+    assert not marker.exists()
+
+
+def test_stale_lock_soft_other_host_is_waited_for_then_named(
+    cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_MODE", "soft")
+    _, marker = half_written.stale_lock(cached.repo_id, repo_type=cached.repo_type, host="ci-runner-7")
+    pid = marker.read_text().split()[0]
+
+    with pytest.raises(LockTimeoutError) as excinfo:
+        cached.materialize(lock_timeout=1)
+    assert f"pid {pid} on host ci-runner-7" in str(excinfo.value)
+    assert marker.read_text() == f"{pid}\nci-runner-7\n"  # never broken
+
+
+# --- errors ----------------------------------------------------------------------------------------
+
+
+class Call(Protocol):
+    def __call__(
+        self, cache: Path, repo_id: str, filename: str, /, *, revision: str = ..., repo_type: str = ...
+    ) -> list[Path]: ...
+
+
+def _no_file(function: Callable[..., list[Path]]) -> Call:
+    def call(cache: Path, repo_id: str, filename: str, /, **kwargs: str) -> list[Path]:
+        return function(cache, repo_id, **kwargs)
+
+    return call
+
+
+def _no_revision(
+    cache: Path, repo_id: str, filename: str, /, *, revision: str = "main", repo_type: str = "model"
+) -> list[Path]:
+    return hw.stale_lock(cache, repo_id, repo_type=repo_type)
+
+
+CALLS: dict[str, Call] = {
+    "interrupted_download": _no_file(hw.interrupted_download),
+    "missing_file": hw.missing_file,
+    "truncated_blob": hw.truncated_blob,
+    "corrupted_blob": hw.corrupted_blob,
+    "dangling_link": hw.dangling_link,
+    "orphan_incomplete": hw.orphan_incomplete,
+    "empty_ref": _no_file(hw.empty_ref),
+    "garbage_ref": _no_file(hw.garbage_ref),
+    "stale_lock": _no_revision,
+}
+FILE_CALLS = {"missing_file", "truncated_blob", "corrupted_blob", "dangling_link", "orphan_incomplete"}
+
+
+@pytest.fixture
+def tiny(local_hub: LocalHub) -> Path:
+    """The model repo cached by snapshot_download; returns the cache folder."""
+    repo_id, files, _, _ = REPOS["model"]
+    local_hub.add_repo(repo_id, files)
+    snapshot_download(repo_id)
+    assert local_hub.cache_dir is not None
+    return local_hub.cache_dir
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_paths_reaching_outside_are_value_errors(tiny: Path, name: str) -> None:
+    call, before = CALLS[name], digest(tiny)
+    for repo_id in ["../evil", "/abs/evil", "org/../../evil", "org/a/b", ""]:
+        with pytest.raises(ValueError):
+            call(tiny, repo_id, "config.json")
+    if name != "stale_lock":
+        for revision in ["../../etc", "/main", "main/../../x"]:
+            with pytest.raises(ValueError):
+                call(tiny, "org/tiny", "config.json", revision=revision)
+    if name in FILE_CALLS:
+        for filename in ["../../../refs/main", "/etc/passwd", "a/../../config.json", "", "./config.json"]:
+            with pytest.raises(ValueError):
+                call(tiny, "org/tiny", filename)
+    assert digest(tiny) == before
+
+
+def test_symlinks_leading_out_are_value_errors(tiny: Path, tmp_path: Path) -> None:
+    repo = RepoCache(tiny, "org/tiny", "model")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"do not touch")
+
+    link = repo.link(repo.commit_of("main") or "", "config.json")
+    link.unlink()
+    link.symlink_to(outside / "secret")
+    for name in FILE_CALLS - {"missing_file"}:
+        with pytest.raises(ValueError):
+            CALLS[name](tiny, "org/tiny", "config.json")
+    with pytest.raises(ValueError):
+        hw.interrupted_download(tiny, "org/tiny")
+
+    RepoCache(tiny, "org/away", "model").root.symlink_to(outside)
+    for call in CALLS.values():
+        with pytest.raises(ValueError):
+            call(tiny, "org/away", "config.json")
+
+    repo.ref("v1").symlink_to(outside / "secret")
+    for name in ["empty_ref", "garbage_ref", "missing_file"]:
+        with pytest.raises(ValueError):
+            CALLS[name](tiny, "org/tiny", "tokenizer.json", revision="v1")
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert (outside / "secret").read_bytes() == b"do not touch"
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_what_is_not_cached_is_file_not_found(tiny: Path, name: str) -> None:
+    call = CALLS[name]
+    with pytest.raises(FileNotFoundError):
+        call(tiny, "org/elsewhere", "config.json")
+    with pytest.raises(FileNotFoundError):
+        call(tiny, "org/tiny", "config.json", repo_type="dataset")
+    if name != "stale_lock":
+        with pytest.raises(FileNotFoundError):
+            call(tiny, "org/tiny", "config.json", revision="v2")
+    if name in FILE_CALLS:
+        with pytest.raises(FileNotFoundError):
+            call(tiny, "org/tiny", "pytorch_model.bin")
+
+
+def test_helpers_work_without_pytest_on_any_cache(tmp_path: Path) -> None:
+    repo_id, files, largest, _ = REPOS["space"]
+    with LocalHub() as hub, hub.configure_client(tmp_path / "cache") as cache:
+        hub.add_repo(repo_id, files, repo_type="space")
+        snapshot_download(repo_id, repo_type="space")
+        paths = HalfWritten(cache).truncated_blob(repo_id, largest, repo_type="space")
+        assert all(p.is_absolute() for p in paths)
+        snap = materialize(repo_id, repo_type="space", cache_dir=cache)
+        assert snap.source == "repair" and snap.repaired == (largest,)
