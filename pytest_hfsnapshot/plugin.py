@@ -289,8 +289,7 @@ class _Outcome:
 class HfSnapshotSession:
     """Per-process state of one test session: options, snapshots handed out, failures remembered."""
 
-    def __init__(self, config: pytest.Config, options: Options, session_id: str, worker: str | None) -> None:
-        self.config = config
+    def __init__(self, options: Options, session_id: str, worker: str | None) -> None:
         self.options = options
         self.session_id = session_id
         self.worker = worker
@@ -612,7 +611,7 @@ def pytest_configure(config: pytest.Config) -> None:
         sid = str(workerinput.get(_WORKERINPUT_SESSION) or uuid.uuid4().hex)
     else:
         worker, sid = None, uuid.uuid4().hex
-    state = HfSnapshotSession(config, options, sid, worker)
+    state = HfSnapshotSession(options, sid, worker)
     config.stash[_STATE_KEY] = state
     config.pluginmanager.register(state, "hfsnapshot-session")
     if options.offline:

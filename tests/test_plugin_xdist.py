@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pytest_hfsnapshot.testing.hub import LocalHub
@@ -52,6 +54,44 @@ def test_two_workers_one_download_one_row(pytester: pytest.Pytester, local_hub: 
         ]
     )
     assert len([line for line in result.stdout.lines if line.startswith("org/tiny@main")]) == 1
+
+
+def test_records_reach_the_controller_by_session_finish(
+    pytester: pytest.Pytester, local_hub: LocalHub, tiny: str
+) -> None:
+    # What a manifest writer relies on: in the controller's pytest_sessionfinish, every worker's
+    # records are there (one per worker that materialized), and primary_records keeps one per request.
+    pytester.makeconftest(
+        """
+        import json
+        import pytest
+        from pytest_hfsnapshot import snapshot_fixture
+        from pytest_hfsnapshot.plugin import primary_records, snapshot_records
+
+        tiny = snapshot_fixture("org/tiny")
+
+        def pytest_sessionfinish(session):
+            if hasattr(session.config, "workerinput"):
+                return
+            records = snapshot_records(session.config)
+            with open("records.json", "w") as out:
+                json.dump(
+                    {
+                        "workers": sorted(r.worker for r in records),
+                        "primary": [r.to_dict() for r in primary_records(records)],
+                    },
+                    out,
+                )
+        """
+    )
+    many_tests(pytester, 2)
+    run(pytester, local_hub, "-n", "2", "--dist", "each").assert_outcomes(passed=4)
+    data = json.loads((pytester.path / "records.json").read_text())
+    assert data["workers"] == ["gw0", "gw1"]
+    (primary,) = data["primary"]
+    assert primary["snapshot"]["commit"] == tiny
+    assert primary["snapshot"]["source"] == "download"
+    assert primary["snapshot"]["files"] == ["config.json", "model.safetensors"]
 
 
 def test_four_workers_one_download(pytester: pytest.Pytester, local_hub: LocalHub, tiny: str) -> None:
