@@ -257,9 +257,8 @@ class _Engine:
         snapshot_dir, blobs = str(self.repo.snapshot_dir(commit)), str(self.repo.blobs)
         if any(check_file(snapshot_dir, blobs, f) is not None for f in files):
             return None
-        etags = {f.etag for f in files}
-        if any(p.name.split(".", 1)[0] in etags for p in self.repo.incomplete_blobs()):
-            return None
+        if self.repo.incomplete_blobs():
+            return None  # an orphan to clean up (or a download in flight): the slow path decides
         if self.verify == "sha256" and hash_mismatches(self._blob_pairs(commit, files)):
             return None
         return self._snapshot(commit, files, "cache")
@@ -475,7 +474,7 @@ class _Engine:
                     revision=self.request.revision,
                 )
             # Orphans of killed downloads need no network to go, and a verified snapshot has none.
-            self._remove_orphans(files)
+            self._remove_orphans()
             self._write_record(commit, files)
             snap = self._snapshot(commit, files, "cache")
         if unverified:
@@ -495,16 +494,17 @@ class _Engine:
             self.repo.write_ref(self.request.revision, commit)
         problems = self._inspect(commit, files, hash_all=self.verify == "sha256")
         blobs_before = _blob_names(self.repo.blobs)
+        orphans = self.repo.incomplete_blobs()
+        interrupted = {p.name.split(".", 1)[0] for p in orphans}
         repaired: list[str] = []
         for f in files:
             why = problems.get(f.path)
             if why is None:
                 continue
-            if why == "missing" and f.etag not in blobs_before:
+            if why == "missing" and f.etag not in blobs_before and f.etag not in interrupted:
                 continue  # simply not downloaded yet
             repaired.append(f.path)
             self._remove(commit, f, blob=why not in ("missing",) and not why.startswith("link points"))
-        orphans = self._orphans(files)
         damaged = damaged or bool(repaired) or bool(orphans) or self.planted
         blobs_before = _blob_names(self.repo.blobs)
         needed = [f for f in files if f.path in problems]
@@ -512,7 +512,7 @@ class _Engine:
         if needed:
             self._download(commit, needed, blobs_before)
             fetched = True
-        self._remove_orphans(files)
+        self._remove_orphans()
         self._write_record(commit, files)
         source: Source = "repair" if damaged else ("download" if fetched else "cache")
         if repaired:
@@ -654,13 +654,13 @@ class _Engine:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.repo.blob(f.etag))
 
-    def _orphans(self, files: list[ExpectedFile]) -> list[Path]:
-        etags = {f.etag for f in files}
-        return [p for p in self.repo.incomplete_blobs() if p.name.split(".", 1)[0] in etags]
+    def _remove_orphans(self) -> None:
+        """Delete the repo's ``.incomplete`` blobs that nobody is writing, each under the client's blob lock.
 
-    def _remove_orphans(self, files: list[ExpectedFile]) -> None:
-        """Delete ``.incomplete`` blobs nobody is writing: only while holding the client's blob lock."""
-        for path in self._orphans(files):
+        Every orphan of the repo goes, not only those of the selected files: a killed download
+        of a file this request does not need is still debris nobody will ever resume.
+        """
+        for path in self.repo.incomplete_blobs():
             etag = path.name.split(".", 1)[0]
             try:
                 with self._blob_lock(etag, timeout=0):

@@ -329,3 +329,30 @@ def test_unwritable_cache_is_a_clear_error_but_a_verified_cache_still_serves(
     assert materialize("org/tiny", revision=repo).source == "cache"  # no lock, no write needed
     with pytest.raises(HfSnapshotError, match=r"Cannot write to the cache .*--hf-cache-dir"):
         materialize("org/tiny", revision="main")
+
+
+def test_interrupted_download_is_a_repair_that_names_the_file(local_hub: LocalHub, repo: str) -> None:
+    from pytest_hfsnapshot.testing import half_written
+
+    materialize("org/tiny", revision=repo)
+    half_written.interrupted_download(local_hub.cache_dir, "org/tiny")
+
+    snap = materialize("org/tiny", revision=repo)
+
+    assert snap.source == "repair"
+    assert snap.repaired == ("model.safetensors",)
+    assert not list((local_hub.cache_dir / "models--org--tiny" / "blobs").glob("*.incomplete"))
+
+
+def test_orphans_of_unselected_files_are_cleaned_too(local_hub: LocalHub, repo: str) -> None:
+    from pytest_hfsnapshot.testing import half_written
+
+    materialize("org/tiny", revision=repo)
+    half_written.orphan_incomplete(local_hub.cache_dir, "org/tiny", "model.safetensors")
+    local_hub.reset_counters()
+
+    snap = materialize("org/tiny", revision=repo, allow_patterns="*.json")
+
+    assert snap.source == "repair"
+    assert not list((local_hub.cache_dir / "models--org--tiny" / "blobs").glob("*.incomplete"))
+    assert local_hub.requests == []
