@@ -335,7 +335,7 @@ def test_interrupted_download_is_a_repair_that_names_the_file(local_hub: LocalHu
     from pytest_hfsnapshot.testing import half_written
 
     materialize("org/tiny", revision=repo)
-    half_written.interrupted_download(local_hub.cache_dir, "org/tiny")
+    half_written.interrupted_download(local_hub.cache_dir, "org/tiny", revision=repo)
 
     snap = materialize("org/tiny", revision=repo)
 
@@ -348,7 +348,7 @@ def test_orphans_of_unselected_files_are_cleaned_too(local_hub: LocalHub, repo: 
     from pytest_hfsnapshot.testing import half_written
 
     materialize("org/tiny", revision=repo)
-    half_written.orphan_incomplete(local_hub.cache_dir, "org/tiny", "model.safetensors")
+    half_written.orphan_incomplete(local_hub.cache_dir, "org/tiny", "model.safetensors", revision=repo)
     local_hub.reset_counters()
 
     snap = materialize("org/tiny", revision=repo, allow_patterns="*.json")
