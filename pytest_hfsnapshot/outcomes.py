@@ -8,28 +8,15 @@ use them to classify errors raised by libraries that wrap huggingface_hub (trans
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from urllib.parse import unquote, urlsplit
 
 from huggingface_hub import errors as hf_errors
 
 from .errors import AuthError
+from .retry import chain as exception_chain
 
 #: Values of :attr:`pytest_hfsnapshot.errors.AuthError.reason`, also returned by :func:`classify_auth`.
 AUTH_REASONS = ("gated", "unauthorized", "not_found_or_private")
-
-
-def exception_chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and every exception reachable through ``__cause__`` / ``__context__``, each once."""
-    seen: set[int] = set()
-    pending: list[BaseException] = [exc]
-    while pending:
-        current = pending.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        pending.extend(link for link in (current.__cause__, current.__context__) if link is not None)
 
 
 def find_auth_error(exc: BaseException) -> BaseException | None:

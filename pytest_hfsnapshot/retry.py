@@ -61,13 +61,16 @@ class Classification:
 
 
 def chain(error: BaseException) -> Iterator[BaseException]:
-    """The exception and every cause or context behind it, each once."""
+    """The exception and every cause or context behind it (breadth first), each once."""
     seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
         seen.add(id(current))
         yield current
-        current = current.__cause__ or current.__context__
+        pending.extend(link for link in (current.__cause__, current.__context__) if link is not None)
 
 
 def safe_attr(obj: object, name: str) -> Any:
