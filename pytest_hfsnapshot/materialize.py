@@ -739,6 +739,10 @@ def _failed_file(error: BaseException) -> str | None:
 
 def _prune_sessions(resolutions: Path) -> None:
     """Drop branch resolutions of test sessions that ended days ago (tiny files, our own folder)."""
+    # The cache path is resolved, so a difference means a symlink on the way: it leads out of our
+    # own folder, and what is there is not ours to delete.
+    if os.path.realpath(resolutions) != str(resolutions):
+        return
     try:
         entries = list(os.scandir(resolutions))
     except OSError:
