@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -88,13 +89,16 @@ class RepoCache:
             return None
         return text if re.fullmatch(r"[0-9a-f]{40}", text) else None
 
+    def make_folders(self, folder: Path) -> Path:
+        """``make_folders`` below this cache, naming this repo in the error."""
+        return make_folders(folder, self.cache_dir, repo_id=self.repo_id)
+
     def write_ref(self, revision: str, commit: str) -> bool:
         """Point ``refs/<revision>`` at ``commit`` (atomically); True when it had to change."""
         if self.read_ref(revision) == commit:
             return False
         path = self.ref(revision)
-        self.require_inside(path.parent)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.make_folders(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=".ref.", dir=path.parent)
         with os.fdopen(fd, "w", encoding="ascii") as handle:
             handle.write(commit)
@@ -114,9 +118,9 @@ class RepoCache:
 
     def write_tree_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
         """Store a listing where the client looks for it, so it does not list the tree again."""
-        path = self.tree_cache(commit)
-        self.require_inside(path.parent)
-        atomic_write_json(path, {"format_version": 1, "files": files})
+        atomic_write_json(
+            self.tree_cache(commit), {"format_version": 1, "files": files}, root=self.cache_dir, repo_id=self.repo_id
+        )
 
     def require_inside(self, path: Path) -> None:
         """Refuse to write or delete through a folder that resolves outside the repo's cache folder."""
@@ -201,9 +205,40 @@ def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> boo
     return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write JSON so readers see either the old file or the whole new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def make_folders(folder: Path, root: Path, *, repo_id: str | None = None) -> Path:
+    """Create ``folder`` below ``root`` one level at a time, refusing any level that is a link or a file.
+
+    ``root`` is trusted (a resolved cache folder); everything below it must be a real folder, so
+    that a symlink planted in the cache can never lead a write or a delete outside it.
+    """
+    current = root
+    for part in folder.relative_to(root).parts:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(current)
+            st = os.lstat(current)
+        if not stat.S_ISDIR(st.st_mode):
+            kind = "symlink" if stat.S_ISLNK(st.st_mode) else "file"
+            raise UnsafeCacheError(
+                f"{current} in the cache is a {kind}, not a folder. Refusing to write through it: "
+                "remove it and run again.",
+                repo_id=repo_id,
+            )
+    return folder
+
+
+def atomic_write_json(path: Path, data: Any, *, root: Path | None = None, repo_id: str | None = None) -> None:
+    """Write JSON so readers see either the old file or the whole new one, never a torn one.
+
+    With ``root``, the folders from ``root`` down to the file must be real folders (see make_folders).
+    """
+    if root is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    else:
+        make_folders(path.parent, root, repo_id=repo_id)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -104,7 +104,7 @@ class RepoLock:
 
     def _make_lock(self) -> BaseFileLock:
         folder = self.repo.lock_path.parent
-        folder.mkdir(parents=True, exist_ok=True)
+        self.repo.make_folders(folder)
         self.mode = lock_mode(folder)
         if self.mode == "soft":
             return SoftFileLock(str(self.repo.soft_lock_path), is_singleton=False)
@@ -156,6 +156,8 @@ class RepoLock:
                 "mode": self.mode,
                 "repo": f"{self.repo.repo_type}:{self.repo.repo_id}",
             },
+            root=self.repo.cache_dir,
+            repo_id=self.repo.repo_id,
         )
         return self
 

@@ -238,8 +238,13 @@ class _Engine:
             return
         path = self.repo.resolution_path(self.session, self.request.revision)
         if not path.parent.exists():
-            _prune_sessions(path.parent.parent)
-        atomic_write_json(path, {"commit": commit, "revision": self.request.revision, "at": time.time()})
+            _prune_sessions(self.repo.make_folders(path.parent.parent))
+        atomic_write_json(
+            path,
+            {"commit": commit, "revision": self.request.revision, "at": time.time()},
+            root=self.repo.cache_dir,
+            repo_id=self.repo.repo_id,
+        )
 
     def _record_path(self, commit: str) -> Path:
         return self.repo.record_path(commit, self.request.selection_key())
@@ -672,7 +677,7 @@ class _Engine:
 
     def _blob_lock(self, etag: str, timeout: float | None = None) -> FileLock:
         path = self.repo.blob_lock(etag)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.repo.make_folders(path.parent)
         return FileLock(str(path), timeout=self.lock_timeout if timeout is None else timeout, is_singleton=False)
 
     # --- results ------------------------------------------------------------------------------
@@ -692,6 +697,8 @@ class _Engine:
                 "files": [f.to_json() for f in files],
                 "verified_at": time.time(),
             },
+            root=self.repo.cache_dir,
+            repo_id=self.repo.repo_id,
         )
 
     def _snapshot(

@@ -393,8 +393,8 @@ class HfSnapshotSession:
             self._failures[request] = outcome
         path = self._outcome_path(request)
         try:
-            atomic_write_json(path, dataclasses.asdict(outcome))
-        except OSError:
+            atomic_write_json(path, dataclasses.asdict(outcome), root=self.options.effective_cache_dir())
+        except (OSError, HfSnapshotError):
             return
         self.outcome_dirs.add(str(path.parent))
 
