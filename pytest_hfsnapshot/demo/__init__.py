@@ -1,0 +1,184 @@
+"""The demo: ``python -m pytest_hfsnapshot.demo [extra pytest arguments]``.
+
+Starts the testing kit's local Hub in this process (127.0.0.1, no internet needed) with a few
+small repos, leaves a damaged copy of one of them in a fresh cache, then runs the example
+suite shipped in ``pytest_hfsnapshot/demo/suite`` on two xdist workers in a child process
+pointed at that Hub. Afterwards it explains what happened, with the Hub's request counts.
+The exit code is pytest's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from huggingface_hub import snapshot_download
+from huggingface_hub.utils.tqdm import disable_progress_bars
+
+from ..plugin import human_size
+from ..testing.half_written import truncated_blob
+from ..testing.hub import LocalHub
+
+SUITE = Path(__file__).parent / "suite"
+
+TINY = "demo/tiny-model"
+CACHED = "demo/cached-model"
+LARGE = "demo/large-model"
+GATED = "demo/gated-model"
+WEIGHTS = "model.safetensors"
+
+
+def safetensors_bytes(name: str, dtype: str, shape: tuple[int, int]) -> bytes:
+    """A valid .safetensors file holding one tensor of the given dtype and shape (deterministic bytes)."""
+    itemsize = {"F32": 4, "F16": 2}[dtype]
+    size = shape[0] * shape[1] * itemsize
+    header = json.dumps(
+        {"__metadata__": {"format": "pt"}, name: {"dtype": dtype, "shape": list(shape), "data_offsets": [0, size]}},
+        separators=(",", ":"),
+    ).encode()
+    header += b" " * (-len(header) % 8)  # the format pads the header to 8 bytes
+    data = bytes(range(256)) * (size // 256)
+    return struct.pack("<Q", len(header)) + header + data
+
+
+def model_files(model_type: str, weights: bytes, **config: object) -> dict[str, bytes | str]:
+    return {
+        "config.json": json.dumps({"model_type": model_type, **config}, indent=2),
+        "tokenizer_config.json": json.dumps({"model_max_length": 512, "tokenizer_class": "PreTrainedTokenizerFast"}),
+        WEIGHTS: weights,
+    }
+
+
+def add_demo_repos(hub: LocalHub) -> dict[str, int]:
+    """Create the demo's repos on ``hub``; returns the size of each repo's weight file."""
+    repos = {
+        TINY: model_files("demo", safetensors_bytes("embeddings.weight", "F32", (256, 512)), hidden_size=512),
+        CACHED: model_files("demo", safetensors_bytes("embeddings.weight", "F16", (256, 512)), hidden_size=512),
+        LARGE: model_files("demo", safetensors_bytes("embeddings.weight", "F32", (2048, 1024)), hidden_size=1024),
+    }
+    for repo_id, files in repos.items():
+        hub.add_repo(repo_id, files)
+    hub.add_repo(GATED, model_files("demo", safetensors_bytes("embeddings.weight", "F32", (64, 64))), gated=True)
+    return {repo_id: len(files[WEIGHTS]) for repo_id, files in repos.items()}
+
+
+def pytest_command(suite: Path, extra: Sequence[str]) -> list[str]:
+    """The child's command line: the suite on 2 xdist workers (one process without xdist)."""
+    command = [sys.executable, "-m", "pytest"]
+    if importlib.util.find_spec("xdist") is not None:
+        command += ["-n", "2"]
+    command += ["-p", "no:cacheprovider", "-v", "-rs", "--rootdir", str(suite)]
+    if sys.stdout.isatty():
+        command.append("--color=yes")
+    return [*command, *extra, str(suite)]
+
+
+def run_streaming(command: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    """Run ``command``, echoing its output as it comes; returns its exit code and output."""
+    lines = []
+    with subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    ) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines.append(line)
+    return child.returncode, "".join(lines)
+
+
+def explain(hub: LocalHub, output: str, weight_sizes: dict[str, int], workers: bool) -> list[str]:
+    """What the run showed, in words, with the local Hub's counters."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
+
+    def gets(repo_id: str, filename: str = "*") -> int:
+        return hub.request_count(f"/{repo_id}/resolve/*/{filename}", method="GET")
+
+    tiny = f"{TINY}: its 3 tests share one verified snapshot"
+    # The summary row names the worker that downloaded and how many others waited for it.
+    row = re.search(rf"^{re.escape(TINY)}@main .*? by (gw\d+); (\d+) others? waited", plain, re.MULTILINE)
+    if row:
+        others = int(row.group(2))
+        tiny = (
+            f"{TINY}: {1 + others} workers asked for it; {row.group(1)} downloaded it while the other"
+            f"{'s' if others != 1 else ''} waited on the repo lock"
+        )
+    elif workers:
+        tiny += " (one worker ran them all this time)"
+    weight_gets = gets(TINY, WEIGHTS)
+    refused = [path for _, path, status in hub.requests if status == 403 and path.startswith(f"/{GATED}/")]
+    retried = "none asked twice" if len(set(refused)) == len(refused) else "some asked again"
+    return [
+        'The "hfsnapshot:" header line: the cache, the endpoint, offline mode, and whether a token is set.',
+        f"{tiny}. The weight file ({human_size(weight_sizes[TINY])}) crossed the network "
+        f"{_times(weight_gets)}: {weight_gets} GET of {WEIGHTS} in all.",
+        f"{CACHED}: the cache held {WEIGHTS} cut to half its size (a disk that filled up mid-write). "
+        f'The size check caught it and only that file was fetched again ({gets(CACHED)} GET): source "repair".',
+        f"{LARGE} with metadata_only=True: {human_size(hub.served(f'/{LARGE}/resolve/*/{WEIGHTS}'))} of its "
+        f"{human_size(weight_sizes[LARGE])} weight file served; config and tokenizer only.",
+        f"{GATED}: the Hub answered 403 GatedRepo ({len(refused)} refused request{'s' if len(refused) != 1 else ''}, "
+        f"{retried}); the test was skipped with the reason shown, counted under 'Hub access refused'.",
+        f"The local Hub served {len(hub.requests)} requests ({human_size(hub.served())}) for the whole run.",
+    ]
+
+
+def _times(count: int) -> str:
+    return {0: "zero times", 1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    """Run the demo; extra arguments go to pytest (e.g. ``-x``). Returns pytest's exit code."""
+    with tempfile.TemporaryDirectory(prefix="hfsnapshot-demo-") as scratch:
+        root = Path(scratch).resolve()
+        suite = root / "suite"
+        shutil.copytree(SUITE, suite, ignore=shutil.ignore_patterns("__pycache__"))
+        with LocalHub() as hub, hub.configure_client(root / "hf-cache") as cache:
+            weight_sizes = add_demo_repos(hub)
+            # An earlier run filled the cache, then a full disk cut the weight file in half.
+            disable_progress_bars()
+            snapshot_download(CACHED)
+            truncated_blob(cache, CACHED, WEIGHTS)
+            hub.reset_counters()
+
+            # huggingface_hub reads these once, at import: the child gets them before it starts.
+            env = dict(os.environ)
+            env.update(
+                HF_ENDPOINT=hub.url,
+                HF_HUB_CACHE=str(cache),
+                HF_HUB_OFFLINE="0",
+                HF_HUB_DISABLE_TELEMETRY="1",
+                HF_HUB_DISABLE_PROGRESS_BARS="1",
+                PYTHONDONTWRITEBYTECODE="1",
+            )
+            for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "PYTEST_ADDOPTS", "PYTEST_PLUGINS"):
+                env.pop(name, None)
+            command = pytest_command(suite, argv)
+            workers = "-n" in command
+            print(
+                "pytest-hfsnapshot demo\n"
+                f"A local Hub is serving at {hub.url} (in this process; nothing goes to huggingface.co):\n"
+                f"  {TINY:18}  config.json, tokenizer_config.json, {WEIGHTS} ({human_size(weight_sizes[TINY])})\n"
+                f"  {CACHED:18}  the same files, already cached, but {WEIGHTS} cut in half\n"
+                f"  {LARGE:18}  config.json, tokenizer_config.json, {WEIGHTS} ({human_size(weight_sizes[LARGE])})\n"
+                f"  {GATED:18}  gated (accept-the-conditions repo); no token here\n"
+                f"Cache: {cache}\n"
+                f"Running the example suite ({SUITE}) "
+                f"{'on 2 xdist workers' if workers else 'in one process (install pytest-xdist for 2 workers)'}:\n"
+                f"  HF_ENDPOINT={hub.url} HF_HUB_CACHE={cache} python {' '.join(command[1:])}\n",
+                flush=True,
+            )
+            code, output = run_streaming(command, env, root)
+            print("\nWhat you just saw:")
+            for line in explain(hub, output, weight_sizes, workers):
+                print(f"  * {line}")
+            print(f"pytest exited with {code}.")
+    return code
