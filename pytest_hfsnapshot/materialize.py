@@ -313,7 +313,7 @@ class _Engine:
                 kind = retry.classify(error)
                 if kind.kind != "transient":
                     raise self._typed(error, kind) from error
-                if not retried:
+                if not retried or kind.client_retried:
                     backoff.attempts += 1
                     raise self._exhausted(error, kind, backoff.attempts, what, filename) from error
                 if not backoff.wait(kind.retry_after):
@@ -361,8 +361,10 @@ class _Engine:
     ) -> TransientError:
         filename = filename or _failed_file(error)
         where = f", file {filename!r}" if filename else ""
+        client = " (huggingface_hub had already retried it with its own backoff)" if kind.client_retried else ""
+        tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
         return TransientError(
-            f"Gave up on {what} of {self.request.label}{where} after {attempts} attempts: last cause "
+            f"Gave up on {what} of {self.request.label}{where} after {tries}{client}: last cause "
             f"{_cause(kind)}. The Hub or the network is failing; retry later or raise --hf-retries.",
             attempts=attempts,
             filename=filename,
@@ -572,6 +574,11 @@ class _Engine:
             if kind.kind != "transient":
                 raise self._typed(failure, kind) from failure
             filename = _failed_file(failure) or sorted(f.path for f in still)[0]
+            if kind.client_retried:
+                # The client has just retried this request with its own backoff: another round of
+                # ours on top would multiply the two layers.
+                backoff.attempts += 1
+                raise self._exhausted(failure, kind, backoff.attempts, "the download", filename) from failure
             if not backoff.wait(kind.retry_after):
                 raise self._exhausted(failure, kind, backoff.attempts, "the download", filename) from failure
             log.info(

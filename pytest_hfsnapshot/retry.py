@@ -58,6 +58,8 @@ class Classification:
     retry_after: float | None = None
     #: The most specific exception that decided the kind.
     decisive: BaseException | None = None
+    #: huggingface_hub already retried this request with its own backoff (see client_retried).
+    client_retried: bool = False
 
 
 def chain(error: BaseException) -> Iterator[BaseException]:
@@ -130,12 +132,20 @@ def classify(error: BaseException) -> Classification:
         if status in (401, 403):
             return Classification("auth", "unauthorized", status, decisive=link)
         if status in _TRANSIENT_STATUS:
-            return Classification("transient", status=status, retry_after=_retry_after(link), decisive=link)
+            return Classification(
+                "transient",
+                status=status,
+                retry_after=_retry_after(link),
+                decisive=link,
+                client_retried=client_retried(_request_of(link), status=status),
+            )
         if status is not None and 400 <= status < 500:
             return Classification("fatal", status=status, decisive=link)
     for link in links:
         if _is_transport(link):
-            return Classification("transient", decisive=link)
+            return Classification(
+                "transient", decisive=link, client_retried=client_retried(_request_of(link), transport=link)
+            )
     for link in links:
         # huggingface_hub reports "Hub unreachable and not cached" this way, whatever the cause.
         if isinstance(link, hf_errors.LocalEntryNotFoundError) and not isinstance(
@@ -143,6 +153,43 @@ def classify(error: BaseException) -> Classification:
         ):
             return Classification("transient", decisive=link)
     return Classification("fatal", decisive=links[-1] if links else error)
+
+
+def _request_of(error: BaseException) -> Any:
+    return safe_attr(error, "request") or safe_attr(safe_attr(error, "response"), "request")
+
+
+# Transport failures huggingface_hub's file GET retries itself (http_get: 5 tries, reset on progress).
+_CLIENT_GET_RETRIES = frozenset(
+    {
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "TimeoutException",
+        "RemoteProtocolError",
+    }
+)
+
+
+def client_retried(request: Any, *, status: int | None = None, transport: BaseException | None = None) -> bool:
+    """Whether huggingface_hub already retried this failed request with a backoff of its own.
+
+    Measured on 1.x and 2.x: a file's HEAD is retried on 5xx, 408, 429 and transport errors
+    (1 + 5 tries); a file's GET on 408 and 429 and on connect, timeout and protocol errors
+    (5 tries); a tree listing on 2.x (see client_retries_listings). The revision API and a
+    GET answered 5xx are not retried by the client: those are ours to retry.
+    """
+    method = str(safe_attr(request, "method") or "").upper()
+    url = str(safe_attr(request, "url") or "")
+    if method == "HEAD":
+        return True
+    if method == "GET" and "/resolve/" in url:
+        if status is not None:
+            return status in (408, 429)
+        return transport is not None and any(cls.__name__ in _CLIENT_GET_RETRIES for cls in type(transport).__mro__)
+    return method == "GET" and "/tree/" in url and client_retries_listings()
 
 
 def _says_auth(error: BaseException) -> bool:
