@@ -5,6 +5,7 @@ of slept (``client_clock``) wherever the test is about counts rather than time.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -72,7 +73,8 @@ def test_5xx_on_a_file_above_budget_names_repo_file_and_attempts(
     error = caught.value
     assert error.filename == "model.safetensors" and 1 <= error.attempts <= 2
     message = str(error)
-    assert REPO in message and "model.safetensors" in message and f"{error.attempts} attempts" in message
+    assert REPO in message and "model.safetensors" in message
+    assert re.search(rf"\b{error.attempts} attempts?\b", message), message
     assert incomplete_files(local_hub.cache_dir, REPO) == []
 
 
@@ -95,11 +97,6 @@ def test_5xx_on_the_listing_above_budget_is_not_retried_twice(local_hub: LocalHu
 CLIENT_HEAD_TRIES = 6
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="every engine attempt re-runs huggingface_hub's own HEAD backoff (7 HEADs, 23 s of sleep "
-    "per attempt): retry layers multiply (reported)",
-)
 def test_5xx_on_a_file_retry_layers_do_not_multiply(local_hub: LocalHub, client_clock: ClientClock) -> None:
     local_hub.add_repo(REPO, repo_files(13))
     local_hub.fail(FILE_PATTERN, 503, times=500)

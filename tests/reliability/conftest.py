@@ -1,0 +1,254 @@
+"""Shared helpers of the reliability suite: child processes, repo contents, digests.
+
+Children are separate interpreters (``python -c``), never forks: each one imports
+huggingface_hub fresh and finds the local Hub through the environment that the ``local_hub``
+fixture sets (``HF_ENDPOINT``, ``HF_HUB_CACHE``, ...), like an xdist worker or a parallel CI job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import random
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hfsnapshot import Snapshot
+from pytest_hfsnapshot.cache import RepoCache
+
+# The child reports "ready" once its imports are done, optionally waits for a "go" file so that
+# several children start at the same moment, then does one action: "materialize" (reports a JSON
+# line), "lock" (holds the repo lock until killed) or "hf_download" (a plain hf_hub_download).
+CHILD = r"""
+import json, os, socket, sys, time
+spec = json.loads(sys.argv[1])
+from pytest_hfsnapshot import materialize
+from pytest_hfsnapshot.cache import RepoCache
+from pytest_hfsnapshot.locking import RepoLock
+from huggingface_hub import hf_hub_download
+print("ready", os.getpid(), socket.gethostname(), flush=True)
+go = spec.get("go")
+deadline = time.monotonic() + 60
+while go and not os.path.exists(go) and time.monotonic() < deadline:
+    time.sleep(0.005)
+if spec["action"] == "hf_download":
+    print("result " + json.dumps({"ok": True, "path": hf_hub_download(spec["repo_id"], spec["filename"])}), flush=True)
+    sys.exit(0)
+if spec["action"] == "lock":
+    repo = RepoCache(spec["cache_dir"], spec["repo_id"], spec.get("repo_type", "model"))
+    with RepoLock(repo, timeout=30) as lock:
+        print("locked", lock.mode, flush=True)
+        time.sleep(120)
+    sys.exit(0)
+started = time.time()
+try:
+    snap = materialize(spec["repo_id"], **spec.get("kwargs", {}))
+except Exception as error:
+    kinds = [cls.__name__ for cls in type(error).__mro__]
+    out = {"ok": False, "error": type(error).__name__, "kinds": kinds, "message": str(error)}
+else:
+    out = {
+        "ok": True,
+        "path": str(snap.path),
+        "commit": snap.commit,
+        "files": list(snap.files),
+        "source": snap.source,
+        "lock_wait": snap.lock_wait,
+        "seconds": snap.seconds,
+    }
+out.update(started=started, ended=time.time(), pid=os.getpid())
+print("result " + json.dumps(out), flush=True)
+"""
+
+
+class Child:
+    """One child interpreter running ``CHILD``; its stdout lines are read by a thread."""
+
+    def __init__(
+        self, spec: Mapping[str, Any], *, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> None:
+        self.proc = subprocess.Popen(
+            [*prefix, sys.executable, "-c", CHILD, json.dumps(dict(spec))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(env) if env is not None else None,
+        )
+        self.pid = self.proc.pid
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr = ""
+        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_err, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def _pump_err(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read()
+
+    def expect(self, word: str, timeout: float = 30.0) -> list[str]:
+        """Wait for the next stdout line starting with ``word``; return its fields after ``word``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                line = self.lines.get(timeout=max(0.01, remaining))
+            except queue.Empty:
+                pytest.fail(f"child {self.pid} printed no {word!r} line within {timeout}s")
+            if line is None:
+                self.proc.wait(5)
+                pytest.fail(f"child {self.pid} exited ({self.proc.returncode}) before {word!r}: {self.stderr[-2000:]}")
+            if line.startswith(word + " ") or line == word:
+                return line.split(" ", 1)[1].split() if " " in line else []
+
+    def result(self, timeout: float = 60.0) -> dict[str, Any]:
+        """The JSON outcome of a ``materialize`` child."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"child {self.pid} gave no result within {timeout}s")
+            if line is None:
+                self.proc.wait(5)
+                pytest.fail(f"child {self.pid} exited ({self.proc.returncode}) without a result: {self.stderr[-2000:]}")
+            if line.startswith("result "):
+                out: dict[str, Any] = json.loads(line[len("result ") :])
+                return out
+
+    def kill(self) -> None:
+        """SIGKILL this child (by its own pid) and reap it."""
+        if self.proc.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def children() -> Iterator[Any]:
+    """A factory of :class:`Child`; every child still running at teardown is killed."""
+    started: list[Child] = []
+
+    def start(spec: Mapping[str, Any], **kwargs: Any) -> Child:
+        child = Child(spec, **kwargs)
+        started.append(child)
+        return child
+
+    yield start
+    for child in started:
+        child.kill()
+
+
+def start_together(children_: Sequence[Child], go: Path) -> None:
+    """Release children that wait on ``go`` once each has finished importing."""
+    for child in children_:
+        child.expect("ready")
+    go.touch()
+
+
+def repo_files(seed: int, *, weight_size: int = 48 * 1024, extra: Mapping[str, bytes | str] = ()) -> dict[str, bytes]:
+    """A small loadable model repo: config, a git-sha1 text file and an LFS weight file."""
+    rng = random.Random(seed)
+    files: dict[str, bytes] = {
+        "config.json": json.dumps({"model_type": "bert", "seed": seed}).encode(),
+        "tokenizer.json": rng.randbytes(8 * 1024).hex().encode()[: 8 * 1024],
+        "model.safetensors": rng.randbytes(weight_size),
+    }
+    for path, data in dict(extra).items():
+        files[path] = data.encode() if isinstance(data, str) else data
+    return files
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def assert_snapshot_matches(path: str | os.PathLike[str], files: Mapping[str, bytes]) -> None:
+    """Every file under ``path`` reads back byte for byte as the Hub serves it, and nothing else is there."""
+    root = Path(path)
+    found = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if not p.is_dir())
+    assert found == sorted(files), f"snapshot holds {found}, the Hub has {sorted(files)}"
+    for rel, data in files.items():
+        got = (root / rel).read_bytes()
+        assert sha256(got) == sha256(data), f"{rel}: {len(got)} bytes that differ from the Hub's {len(data)}"
+
+
+def incomplete_files(cache_dir: Path, repo_id: str, repo_type: str = "model") -> list[str]:
+    """``*.incomplete`` names left in the repo's ``blobs/``."""
+    blobs = RepoCache(cache_dir, repo_id, repo_type).blobs
+    return sorted(p.name for p in blobs.glob("*.incomplete")) if blobs.is_dir() else []
+
+
+def tree_digest(root: Path, *, skip: Sequence[str] = ()) -> dict[str, str]:
+    """What a folder holds, never following a symlink: relpath -> kind and content hash or link target.
+
+    ``skip`` names top-level entries to leave out (the repo folder, ``.hfsnapshot``, ``.locks``).
+    """
+    out: dict[str, str] = {}
+    if not root.exists():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = Path(dirpath).relative_to(root)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d not in skip]
+            filenames = [f for f in filenames if f not in skip]
+        for name in dirnames + filenames:
+            full = Path(dirpath) / name
+            rel = (rel_dir / name).as_posix()
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = "link:" + os.readlink(full)
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = f"dir:{stat.S_IMODE(st.st_mode):o}"
+            else:
+                out[rel] = f"file:{stat.S_IMODE(st.st_mode):o}:{sha256(full.read_bytes())}"
+    return out
+
+
+def snapshot_of(snap: Snapshot) -> dict[str, Any]:
+    """The comparable identity of a Snapshot (what every process must agree on)."""
+    return {"path": str(snap.path), "commit": snap.commit, "files": list(snap.files)}
+
+
+class ClientClock:
+    """Stands in for the ``time`` module inside huggingface_hub's HTTP layer: records its backoff sleeps.
+
+    huggingface_hub retries HEAD and listing requests itself (1, 2, 4, 8, 8 s) and resumes cut bodies
+    after 1 s; recording instead of sleeping keeps fault tests fast while every request still happens.
+    """
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def client_clock(monkeypatch: pytest.MonkeyPatch) -> ClientClock:
+    """Record, instead of sleeping, the backoff sleeps of huggingface_hub's own retry loop (this process)."""
+    from huggingface_hub import file_download
+    from huggingface_hub.utils import _http
+
+    clock = ClientClock()
+    for module in (_http, file_download):
+        if hasattr(module, "time"):
+            monkeypatch.setattr(module, "time", clock)
+    return clock

@@ -1,0 +1,79 @@
+"""SIGKILL at a seeded random point of a throttled materialize, then materialize again.
+
+Each seed picks one kill point: during the metadata requests, at a byte offset inside a file's
+transfer, or just after the last byte (while hashing and writing the record). The next call must
+hand out a verified snapshot, leave no ``*.incomplete`` behind and never block on a lock, with
+the kernel lock (even seeds) and the soft lock (odd seeds).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hfsnapshot import materialize
+from pytest_hfsnapshot.locking import MODE_ENV
+from pytest_hfsnapshot.testing.hub import LocalHub
+
+from .conftest import assert_snapshot_matches, incomplete_files, repo_files, start_together
+
+TRIALS = 20
+RATE = 160 * 1024  # bytes per second: the ~72 KiB of file bodies take about half a second
+
+
+def _wait_until(predicate: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the child did not reach the kill point within {timeout}s")
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("seed", range(TRIALS))
+def test_kill_at_random_point_then_materialize(
+    local_hub: LocalHub, children: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    # Odd seeds use the soft lock (filesystems without flock): a killed holder leaves its marker.
+    monkeypatch.setenv(MODE_ENV, "soft" if seed % 2 else "kernel")
+    rng = random.Random(seed)
+    files = repo_files(seed, weight_size=rng.choice((32, 48, 64)) * 1024)
+    commit = local_hub.add_repo("org/killed", files)
+    total = sum(len(data) for data in files.values())
+    local_hub.slow(RATE)
+    go = tmp_path / "go"
+    child = children({"action": "materialize", "repo_id": "org/killed", "go": str(go), "kwargs": {"retries": 1}})
+    start_together([child], go)
+
+    point = rng.uniform(-0.15, 1.15)
+    if point < 0:
+        phase = "metadata"
+        time.sleep(rng.uniform(0.0, 0.05))
+    elif point < 1:
+        phase = "transfer"
+        _wait_until(lambda: local_hub.served("*/resolve/*") >= point * total, timeout=20)
+    else:
+        phase = "after transfer"
+        _wait_until(lambda: local_hub.served("*/resolve/*") >= total, timeout=20)
+        time.sleep(rng.uniform(0.0, 0.05))
+    child.kill()
+    left_behind = incomplete_files(local_hub.cache_dir, "org/killed")
+    if phase == "transfer" and point < 0.9 and local_hub.served("*/resolve/*") < total:
+        # Proves the kill landed inside a transfer; otherwise the trial tests less than it claims.
+        assert left_behind, f"seed {seed}: killed at {point:.0%} of the bytes, yet no *.incomplete is left"
+
+    local_hub.slow(None)
+    snap = materialize("org/killed", lock_timeout=5, retries=2)
+
+    assert snap.commit == commit
+    assert_snapshot_matches(snap.path, files)
+    assert incomplete_files(local_hub.cache_dir, "org/killed") == [], f"seed {seed} ({phase})"
+    assert snap.lock_wait < 1.0, f"seed {seed} ({phase}): waited {snap.lock_wait:.2f}s for a dead holder's lock"
+    # A second call trusts what the first one verified: no transfer at all.
+    before = local_hub.served("*/resolve/*")
+    again = materialize("org/killed", lock_timeout=5)
+    assert again.source == "cache" and again.commit == commit
+    assert local_hub.served("*/resolve/*") == before

@@ -1,0 +1,126 @@
+"""The per-repo lock under killed, live and foreign holders, with the kernel lock and the soft lock."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hfsnapshot import LockTimeoutError, materialize
+from pytest_hfsnapshot.cache import RepoCache
+from pytest_hfsnapshot.locking import MODE_ENV
+from pytest_hfsnapshot.testing.hub import LocalHub
+
+from .conftest import Child, assert_snapshot_matches, repo_files, start_together
+
+REPO = "org/locked"
+OTHER_HOST = "hfsnapshot-elsewhere"
+
+
+@pytest.fixture(params=["kernel", "soft"])
+def lock_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both mechanisms, forced for this process and its children."""
+    monkeypatch.setenv(MODE_ENV, request.param)
+    return str(request.param)
+
+
+def _hold_lock(children: Any, cache_dir: Path, expect_mode: str, **kwargs: Any) -> Child:
+    holder: Child = children({"action": "lock", "repo_id": REPO, "cache_dir": str(cache_dir)}, **kwargs)
+    assert holder.expect("locked") == [expect_mode]
+    return holder
+
+
+def test_killed_holder_frees_the_lock_at_once(local_hub: LocalHub, children: Any, lock_mode: str) -> None:
+    files = repo_files(30)
+    local_hub.add_repo(REPO, files)
+    holder = _hold_lock(children, local_hub.cache_dir, lock_mode)
+    holder.kill()
+    if lock_mode == "soft":
+        assert RepoCache(local_hub.cache_dir, REPO, "model").soft_lock_path.exists(), "no marker left to take over"
+
+    snap = materialize(REPO, lock_timeout=5)
+
+    assert snap.lock_wait < 1.0, f"waited {snap.lock_wait:.2f}s for a dead holder ({lock_mode} lock)"
+    assert_snapshot_matches(snap.path, files)
+
+
+def test_live_holder_times_out_naming_pid_and_host(local_hub: LocalHub, children: Any, lock_mode: str) -> None:
+    local_hub.add_repo(REPO, repo_files(31))
+    holder = _hold_lock(children, local_hub.cache_dir, lock_mode)
+
+    started = time.monotonic()
+    with pytest.raises(LockTimeoutError) as caught:
+        materialize(REPO, lock_timeout=1)
+    waited = time.monotonic() - started
+
+    message = str(caught.value)
+    assert f"pid {holder.pid}" in message and socket.gethostname() in message, message
+    assert caught.value.holder.get("pid") == holder.pid
+    assert 1.0 <= waited < 5.0
+    assert local_hub.requests == [], "went to the Hub without the lock"
+
+
+def test_soft_lock_end_to_end(local_hub: LocalHub, children: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv(MODE_ENV, "soft")
+    files = repo_files(32)
+    local_hub.add_repo(REPO, files)
+    local_hub.slow(128 * 1024)
+    go = tmp_path / "go"
+    kids = [children({"action": "materialize", "repo_id": REPO, "go": str(go)}) for _ in range(3)]
+    start_together(kids, go)
+    results = [kid.result() for kid in kids]
+
+    assert all(r["ok"] for r in results), results
+    assert len({r["path"] for r in results}) == 1
+    assert sorted(r["source"] for r in results) == ["cache", "cache", "download"]
+    assert_snapshot_matches(results[0]["path"], files)
+    gets = Counter(p.rsplit("/", 1)[1] for m, p, _ in local_hub.requests if m == "GET" and "/resolve/" in p)
+    assert gets == dict.fromkeys(files, 1)
+    repo = RepoCache(local_hub.cache_dir, REPO, "model")
+    assert not repo.lock_path.exists(), "the kernel lock file was used in soft mode"
+    assert not repo.soft_lock_path.exists(), "the soft lock marker outlived its holders"
+
+
+@pytest.fixture
+def other_host() -> list[str]:
+    """A command prefix that runs a program under another hostname (``unshare -u``, needs root)."""
+    prefix = ["unshare", "-u", "sh", "-c", f'hostname {OTHER_HOST} && exec "$0" "$@"']
+    try:
+        probe = subprocess.run([*prefix, "hostname"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        pytest.skip(f"unshare is not usable here: {error}")
+    if probe.returncode != 0 or probe.stdout.strip() != OTHER_HOST:
+        pytest.skip(f"unshare -u is not permitted here: {probe.stderr.strip() or probe.stdout.strip()}")
+    return prefix
+
+
+@pytest.mark.parametrize("alive", [True, False], ids=["alive", "killed"])
+def test_soft_lock_of_another_host_is_waited_for_then_reported(
+    local_hub: LocalHub, children: Any, other_host: list[str], monkeypatch: Any, alive: bool
+) -> None:
+    monkeypatch.setenv(MODE_ENV, "soft")
+    local_hub.add_repo(REPO, repo_files(33))
+    holder: Child = children(
+        {"action": "lock", "repo_id": REPO, "cache_dir": str(local_hub.cache_dir)}, prefix=other_host
+    )
+    pid, host = holder.expect("ready")
+    assert host == OTHER_HOST
+    assert holder.expect("locked") == ["soft"]
+    if not alive:
+        # From here a pid on another host cannot be checked: the lock must still not be broken.
+        holder.kill()
+
+    started = time.monotonic()
+    with pytest.raises(LockTimeoutError) as caught:
+        materialize(REPO, lock_timeout=1.5)
+    waited = time.monotonic() - started
+
+    message = str(caught.value)
+    assert OTHER_HOST in message and f"pid {pid}" in message, message
+    assert 1.5 <= waited < 6.0
+    assert local_hub.requests == [], "went to the Hub without the lock"
