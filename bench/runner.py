@@ -1,0 +1,277 @@
+"""Starting measured worker processes against the bench Hub, and the rows they produce."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_hfsnapshot.testing.hub import client_patches
+
+from .hubserver import HubProcess
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: The three ways of doing the same work, in table order.
+TOOLS = ("plugin", "hf", "handrolled")
+WORKER_TIMEOUT = 900.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal of the issue: ``op`` is ``<=``, ``>=``, ``==`` or ``info`` (no goal); ``text`` is shown."""
+
+    op: str
+    value: float
+    text: str
+
+    def check(self, measured: float | None) -> bool | None:
+        if measured is None or self.op == "info":
+            return None
+        if self.op == "<=":
+            return measured <= self.value
+        if self.op == ">=":
+            return measured >= self.value
+        return measured == self.value
+
+
+@dataclass
+class Row:
+    """One line of the table: the plugin's figure against its target, the baselines' beside it."""
+
+    key: str
+    workload: str
+    measure: str
+    plugin: float | None
+    a: float | None
+    b: float | None
+    target: Target
+    fmt: str = "{:.2f}"
+    note: str = ""
+    cells: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool | None:
+        return self.target.check(self.plugin)
+
+    def cell(self, which: str) -> str:
+        if which in self.cells:
+            return self.cells[which]
+        value = {"plugin": self.plugin, "a": self.a, "b": self.b}[which]
+        return "-" if value is None else self.fmt.format(value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "workload": self.workload,
+            "measure": self.measure,
+            "plugin": self.plugin,
+            "baseline_a": self.a,
+            "baseline_b": self.b,
+            "cells": {w: self.cell(w) for w in ("plugin", "a", "b")},
+            "target": self.target.text,
+            "result": {True: "PASS", False: "MISS", None: "n/a"}[self.passed],
+            "note": self.note,
+        }
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class WorkerResult:
+    """What one worker reported, plus the peak RSS the kernel accounted for it (``wait4``)."""
+
+    data: dict[str, Any]
+    maxrss_kib: int
+
+    @property
+    def start(self) -> float:
+        return float(self.data["start"])
+
+    @property
+    def end(self) -> float:
+        return float(self.data["end"])
+
+    def durations(self, name: str) -> list[float]:
+        return [float(d) for d in self.data["durations"][name]]
+
+    def result(self, name: str) -> dict[str, Any]:
+        return dict(self.data["results"][name])
+
+
+def step(tool: str, name: str | None = None, **args: Any) -> dict[str, Any]:
+    return {"name": name or tool, "tool": tool, "args": args}
+
+
+def task(*steps: dict[str, Any], rounds: int = 1, warmup: int = 0, inspect: bool = False) -> dict[str, Any]:
+    return {"steps": list(steps), "rounds": rounds, "warmup": warmup, "inspect": inspect}
+
+
+def wall(results: Sequence[WorkerResult]) -> float:
+    """From the first worker's start to the last worker's end."""
+    return max(r.end for r in results) - min(r.start for r in results)
+
+
+class Bench:
+    """The shared state of one run: the Hub process, a scratch folder, rows and raw figures."""
+
+    def __init__(self, hub: HubProcess, workdir: Path, profile: Any) -> None:
+        self.hub = hub
+        self.workdir = workdir
+        self.profile = profile
+        self.home = workdir / "hf-home"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.rows: list[Row] = []
+        self.figures: dict[str, Any] = {}
+        self.notes: list[str] = []
+
+    # --- caches -------------------------------------------------------------------------------
+    def new_cache(self, label: str) -> Path:
+        path = self.workdir / "caches" / f"{label}-{uuid.uuid4().hex[:8]}"
+        path.mkdir(parents=True)
+        return path
+
+    @staticmethod
+    def drop(path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def env(self, cache: Path) -> dict[str, str]:
+        """The environment of a worker: huggingface_hub pointed at the bench Hub and ``cache``."""
+        env = dict(os.environ)
+        for name, value in client_patches(self.hub.url, cache, self.home).environ.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        env["HF_HUB_DISABLE_TELEMETRY"] = "1"
+        env.pop("HFSNAPSHOT_LOCK_MODE", None)
+        return env
+
+    # --- workers ------------------------------------------------------------------------------
+    def run(self, cache: Path, tasks: Sequence[dict[str, Any]]) -> list[WorkerResult]:
+        """Start one worker per task, let them import, release them together, collect results."""
+        env = self.env(cache)
+        logs = self.workdir / "logs"
+        logs.mkdir(exist_ok=True)
+        procs: list[tuple[subprocess.Popen[str], Path]] = []
+        try:
+            for spec in tasks:
+                err = logs / f"worker-{uuid.uuid4().hex[:8]}.err"
+                with open(err, "w", encoding="utf-8") as err_handle:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "bench.worker"],
+                        cwd=REPO_ROOT,
+                        env=env,
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=err_handle,
+                        text=True,
+                    )
+                procs.append((proc, err))
+                assert proc.stdin is not None
+                proc.stdin.write(json.dumps(spec) + "\n")
+                proc.stdin.flush()
+            for proc, err in procs:
+                assert proc.stdout is not None
+                line = proc.stdout.readline().strip()
+                if line != "READY":
+                    raise RuntimeError(f"bench worker did not start: {line!r}\n{_tail(err)}")
+            for proc, _ in procs:
+                assert proc.stdin is not None
+                proc.stdin.write("GO\n")
+                proc.stdin.flush()
+            results = []
+            for proc, err in procs:
+                assert proc.stdout is not None
+                line = proc.stdout.readline()
+                data = json.loads(line) if line.strip() else {"ok": False, "error": "no result"}
+                _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                if not data.get("ok"):
+                    raise RuntimeError(
+                        f"bench worker failed: {data.get('error')}\n{data.get('traceback', '')}{_tail(err)}"
+                    )
+                results.append(WorkerResult(data, usage.ru_maxrss))
+                err.unlink(missing_ok=True)
+            return results
+        finally:
+            for proc, _ in procs:
+                if proc.returncode is None:
+                    proc.kill()
+                    proc.wait()
+
+    def timed(self, label: str, fn: Callable[[], Any]) -> Any:
+        """Run one workload, recording its duration and how busy the rest of the machine was."""
+        meter = CpuMeter()
+        log(f"{label} ...")
+        value = fn()
+        seconds = time.monotonic() - meter.started
+        others = meter.others_share(len(os.sched_getaffinity(0)))
+        self.figures.setdefault("workload_seconds", {})[label] = round(seconds, 1)
+        self.figures.setdefault("other_processes_cpu_share", {})[label] = round(others, 3)
+        log(f"{label} done in {seconds:.1f}s (other processes used {others:.0%} of the CPU meanwhile)")
+        return value
+
+
+class CpuMeter:
+    """CPU time the whole machine spent busy, and how much of it was not this bench's processes.
+
+    Busy time comes from ``/proc/stat``; ours is ``getrusage`` of this process and every child it
+    has waited for (workers, pytest runs, and the Hub process once stopped). Other work on the
+    machine (other users' test runs) shows up as the difference.
+    """
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.busy0 = _busy_seconds()
+        self.ours0 = _our_cpu_seconds()
+
+    def others_share(self, cores: int) -> float:
+        """Fraction of all cores' time used by processes not of this bench since the start."""
+        elapsed = time.monotonic() - self.started
+        busy = _busy_seconds() - self.busy0
+        ours = _our_cpu_seconds() - self.ours0
+        return max(0.0, busy - ours) / max(1e-9, elapsed * cores)
+
+
+def _busy_seconds() -> float:
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    # guest time is already included in user time
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _our_cpu_seconds() -> float:
+    import resource
+
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,212 @@
+"""One measured process: ``python -m bench.worker`` with the Hub environment already set.
+
+Protocol on stdin/stdout, one JSON line each way: the parent sends the task, the worker imports
+everything (untimed), prints ``READY``, waits for ``GO``, runs the task and prints its result.
+``HF_ENDPOINT``/``HF_HUB_CACHE``/... are in the environment before huggingface_hub is imported,
+as in an xdist worker. Times are ``time.monotonic()`` (one clock for every process on Linux).
+
+Tools (the same work done three ways, plus references):
+
+- ``plugin``: :func:`pytest_hfsnapshot.materialize`, what the plugin's fixtures call;
+- ``hf``: baseline A, plain ``snapshot_download``;
+- ``handrolled``: baseline B, :func:`handrolled`;
+- ``statwalk``: ``os.walk`` + ``os.stat`` of a snapshot, the floor of a warm check;
+- ``sha256``: a plain single-stream ``hashlib.sha256`` read loop over a snapshot's blobs;
+- ``sha256_procs``: that loop in N processes at once (what the cores can give right now);
+- ``hf_verify``: ``HfApi.verify_repo_checksums`` (the client's own deep check);
+- ``noop``: nothing (the RSS of an idle worker with everything imported).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+#: How many attempts and the base delay of the hand-rolled baseline.
+HANDROLLED_ATTEMPTS = 3
+HANDROLLED_BACKOFF = 1.0
+
+
+def handrolled(repo_id: str, revision: str = "main", **kwargs: Any) -> str:
+    """Baseline B: what suites commonly hand-roll around ``snapshot_download`` for xdist.
+
+    A file lock per repo, three attempts with linear backoff, and one metadata file checked.
+    """
+    from filelock import FileLock
+    from huggingface_hub import constants, snapshot_download
+
+    cache = kwargs.get("cache_dir") or constants.HF_HUB_CACHE
+    lock_dir = os.path.join(cache, ".handrolled-locks")
+    os.makedirs(lock_dir, exist_ok=True)
+    lock = FileLock(os.path.join(lock_dir, repo_id.replace("/", "--") + ".lock"))
+    for attempt in range(1, HANDROLLED_ATTEMPTS + 1):
+        try:
+            with lock:
+                path = snapshot_download(repo_id, revision=revision, **kwargs)
+            if not os.path.isfile(os.path.join(path, "config.json")):
+                raise RuntimeError(f"{repo_id}: config.json missing from {path}")
+            return str(path)
+        except Exception:
+            if attempt == HANDROLLED_ATTEMPTS:
+                raise
+            time.sleep(HANDROLLED_BACKOFF * attempt)
+    raise AssertionError("unreachable")
+
+
+def stat_walk(snapshot: str) -> int:
+    """Stat every file of a snapshot, following links: the least a warm check can do."""
+    total = 0
+    for root, _, files in os.walk(snapshot):
+        for name in files:
+            total += os.stat(os.path.join(root, name)).st_size
+    return total
+
+
+def plain_sha256(snapshot: str, patterns: list[str] | None = None) -> int:
+    """A plain single-stream sha256 read loop over the blobs behind a snapshot; returns bytes read."""
+    total = 0
+    for root, _, files in os.walk(snapshot):
+        for name in sorted(files):
+            rel = os.path.relpath(os.path.join(root, name), snapshot)
+            if patterns and not any(fnmatch.fnmatchcase(rel, p) for p in patterns):
+                continue
+            digest = hashlib.sha256()
+            with open(os.path.realpath(os.path.join(root, name)), "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+                    total += len(chunk)
+    return total
+
+
+def _hash_files(paths: list[str]) -> int:
+    total = 0
+    for path in paths:
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+                total += len(chunk)
+    return total
+
+
+def plain_sha256_processes(snapshot: str, processes: int) -> int:
+    """The same read loop in ``processes`` processes (files dealt out by size): what the cores give."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    blobs = sorted(
+        (os.path.realpath(os.path.join(root, name)) for root, _, files in os.walk(snapshot) for name in files),
+        key=os.path.getsize,
+        reverse=True,
+    )
+    shares: list[list[str]] = [[] for _ in range(processes)]
+    for n, blob in enumerate(blobs):
+        shares[n % processes].append(blob)
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork")) as pool:
+        return sum(pool.map(_hash_files, shares))
+
+
+def _tools() -> dict[str, Callable[..., Any]]:
+    from huggingface_hub import HfApi, snapshot_download
+
+    from pytest_hfsnapshot import materialize
+
+    return {
+        "plugin": materialize,
+        "hf": snapshot_download,
+        "handrolled": handrolled,
+        "statwalk": stat_walk,
+        "sha256": plain_sha256,
+        "sha256_procs": plain_sha256_processes,
+        "hf_verify": lambda **kw: HfApi().verify_repo_checksums(**kw),
+        "noop": lambda **kw: None,
+    }
+
+
+def _hwm_kib() -> int:
+    """Peak resident set size of this process so far (VmHWM), KiB."""
+    with open("/proc/self/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
+
+
+def _describe(value: Any) -> dict[str, Any]:
+    path = os.fspath(value) if isinstance(value, os.PathLike) else value
+    out: dict[str, Any] = {"path": path if isinstance(path, str) else None}
+    for name in ("source", "seconds", "lock_wait"):
+        if hasattr(value, name):
+            out[name] = getattr(value, name)
+    return out
+
+
+def _inspect(snapshot: str) -> dict[str, int]:
+    """Size of every file the snapshot folder shows (-1: a link to nothing)."""
+    sizes: dict[str, int] = {}
+    for root, _, files in os.walk(snapshot):
+        for name in files:
+            full = os.path.join(root, name)
+            try:
+                sizes[os.path.relpath(full, snapshot)] = os.stat(full).st_size
+            except OSError:
+                sizes[os.path.relpath(full, snapshot)] = -1
+    return sizes
+
+
+def run(task: dict[str, Any], tools: dict[str, Callable[..., Any]]) -> dict[str, Any]:
+    """Run ``task``: ``steps`` (a list of ``{"name", "tool", "args"}``), round-robin ``rounds`` times.
+
+    ``warmup`` rounds run first and are not timed. Returns per-step durations.
+    """
+    steps = task["steps"]
+    durations: dict[str, list[float]] = {step["name"]: [] for step in steps}
+    results: dict[str, Any] = {}
+    for _ in range(task.get("warmup", 0)):
+        for step in steps:
+            tools[step["tool"]](**step["args"])
+    start = time.monotonic()
+    for _ in range(task.get("rounds", 1)):
+        for step in steps:
+            began = time.perf_counter()
+            value = tools[step["tool"]](**step["args"])
+            durations[step["name"]].append(time.perf_counter() - began)
+            results[step["name"]] = _describe(value)
+    end = time.monotonic()
+    if task.get("inspect"):
+        for described in results.values():
+            if described.get("path"):
+                described["sizes"] = _inspect(described["path"])
+    return {"start": start, "end": end, "durations": durations, "results": results}
+
+
+def main() -> int:
+    task = json.loads(sys.stdin.readline())
+    tools = _tools()
+    rss_ready = _hwm_kib()
+    cpu_ready = time.process_time()
+    print("READY", flush=True)
+    if sys.stdin.readline().strip() != "GO":
+        return 2
+    try:
+        out = run(task, tools)
+        out["ok"] = True
+    except Exception as error:
+        out = {"ok": False, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+    out["cpu_s"] = time.process_time() - cpu_ready
+    out["rss_ready_kib"] = rss_ready
+    out["rss_peak_kib"] = _hwm_kib()
+    out["pid"] = os.getpid()
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
