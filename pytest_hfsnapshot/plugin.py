@@ -31,6 +31,7 @@ import pytest
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import get_token
 
+from . import manifest
 from .cache import OWN_DIR, atomic_write_json, read_json
 from .errors import AuthError, HfSnapshotError, InvalidRequestError, OfflineMissingError
 from .materialize import materialize
@@ -132,17 +133,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     add(
         "--hf-prefetch-only",
-        "materialize every snapshot the selected tests declare, write the manifest, run no test",
+        "materialize every snapshot the selected tests declare (fixtures, markers, ini hf_prefetch) "
+        "in parallel, write the manifest, run no test; exit 0 when all are ready",
         "bool",
         False,
         action="store_true",
     )
     add(
         "--hf-manifest",
-        "write a JSON manifest of the session's snapshots to PATH",
+        "write a deterministic JSON manifest of the session's snapshots to PATH (a CI cache key)",
         "string",
         "",
         metavar="PATH",
+    )
+    parser.addini(
+        "hf_prefetch",
+        "snapshots --hf-prefetch-only fetches besides the selected tests' declarations (those "
+        "hf_snapshots(...) gets): one per line, org/name[@revision] or a JSON object of its arguments",
+        type="linelist",
+        default=[],
     )
 
 
@@ -675,6 +684,44 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             "records": [record.to_dict() for record in state.records],
             "outcome_dirs": sorted(state.outcome_dirs),
         }
+    if state is not None and state.worker is None:
+        from .prefetch import finish_session
+
+        finish_session(session)
+        if state.options.manifest is not None:
+            _write_manifest(session, state.options.manifest, state.all_records())
+
+
+def _write_manifest(session: pytest.Session, path: Path, records: Sequence[SnapshotRecord]) -> None:
+    try:
+        manifest.write(path, ((record.request, record.snapshot) for record in primary_records(records)))
+    except OSError as error:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"hfsnapshot: could not write the manifest {path}: {error}", red=True)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# --- prefetch (--hf-prefetch-only) --------------------------------------------------------------
+# The code is in pytest_hfsnapshot.prefetch, which builds on this module: imported late, no cycle.
+
+
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Runs after xdist's (tryfirst) pytest_cmdline_main and before xdist's pytest_configure.
+    from .prefetch import keep_in_process
+
+    keep_in_process(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    state = session.config.stash.get(_STATE_KEY, None)
+    if state is None or state.worker is not None or not state.options.prefetch_only:
+        return None
+    from .prefetch import run_in_session
+
+    return run_in_session(session)
 
 
 # --- fixtures -----------------------------------------------------------------------------------

@@ -1,0 +1,158 @@
+"""The command line: ``pytest-hfsnapshot COMMAND [ARGS...]``, or ``python -m pytest_hfsnapshot COMMAND ...``.
+
+Each command is a function in :data:`COMMANDS` taking its arguments and returning the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+PROG = "pytest-hfsnapshot"
+
+
+def prefetch_command(args: Sequence[str]) -> int:
+    """``prefetch [pytest arguments]`` or ``prefetch --repo SPEC [--repo SPEC ...] [options]``."""
+    if list(args) in (["-h"], ["--help"]):
+        _prefetch_parser().print_help()
+        return 0
+    if not any(arg == "--repo" or arg.startswith("--repo=") for arg in args):
+        # A fresh interpreter, not pytest.main here: this process has imported this package and
+        # huggingface_hub's dependencies already, which pytest would warn it cannot assert-rewrite.
+        return subprocess.call([sys.executable, "-m", "pytest", "--hf-prefetch-only", *args])
+    return _prefetch_repos(args)
+
+
+def _prefetch_parser() -> argparse.ArgumentParser:
+    from .prefetch import DEFAULT_WORKERS
+
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} prefetch",
+        usage=f"{PROG} prefetch [PYTEST ARGS...]\n       {PROG} prefetch --repo SPEC [--repo SPEC ...] [options]",
+        description=(
+            "Materialize Hugging Face Hub snapshots ahead of a test run, several repos in parallel. "
+            "With pytest arguments (or none): run `pytest --hf-prefetch-only` with them, fetching every "
+            "snapshot the selected tests declare and running no test (e.g. `prefetch tests/ -k bert "
+            "--hf-manifest=hf-manifest.json`). With --repo: fetch the given snapshots, without pytest. "
+            "Exit 0 when all are ready, 1 when any is not."
+        ),
+    )
+    parser.add_argument(
+        "--repo",
+        action="append",
+        required=True,
+        metavar="SPEC",
+        help='org/name[@revision], datasets/org/name[@revision], or a JSON object such as \'{"repo_id": '
+        '"org/name", "allow_patterns": ["*.json"]}\'; repeat for more',
+    )
+    parser.add_argument("--manifest", metavar="PATH", help="write the JSON manifest of the snapshots to PATH")
+    parser.add_argument("--cache-dir", metavar="PATH", help="huggingface_hub cache folder (default: HF_HUB_CACHE)")
+    parser.add_argument("--offline", action="store_true", help="make no network request; check the cache only")
+    parser.add_argument(
+        "--verify", choices=("size", "sha256"), default="size", help="how cached files are re-checked (default size)"
+    )
+    parser.add_argument(
+        "--on-auth-error",
+        choices=("skip", "fail"),
+        default="skip",
+        help="repos the Hub refuses are listed; fail makes them fail the command too (default skip)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=DEFAULT_WORKERS, help=f"repos fetched at once (default {DEFAULT_WORKERS})"
+    )
+    return parser
+
+
+def _prefetch_repos(args: Sequence[str]) -> int:
+    from . import manifest
+    from .errors import InvalidRequestError
+    from .materialize import materialize
+    from .prefetch import parse_spec, prefetch, report_lines, stream_display
+    from .request import SnapshotRequest
+    from .snapshot import Snapshot
+
+    parser = _prefetch_parser()
+    options = parser.parse_args(args)
+    if options.workers < 1:
+        parser.error(f"--workers must be at least 1, got {options.workers}")
+    requests = []
+    for spec in options.repo:
+        try:
+            requests.append(parse_spec(spec))
+        except InvalidRequestError as error:
+            parser.error(f"--repo {spec!r}: {error}")
+
+    def fetch(request: SnapshotRequest) -> Snapshot:
+        return materialize(
+            request.repo_id,
+            revision=request.revision,
+            allow_patterns=request.allow_patterns,
+            ignore_patterns=request.ignore_patterns,
+            repo_type=request.repo_type,
+            metadata_only=request.metadata_only,
+            cache_dir=options.cache_dir,
+            verify=options.verify,
+            offline=True if options.offline else None,
+        )
+
+    display = stream_display(sys.stdout)
+    result = prefetch(requests, fetch, display, workers=options.workers)
+    for line in report_lines(result, on_auth_error=options.on_auth_error):
+        display.line(line)
+    if options.manifest:
+        path = os.path.abspath(options.manifest)
+        try:
+            manifest.write(path, [(o.request, o.snapshot) for o in result.ready if o.snapshot is not None])
+        except OSError as error:
+            print(f"{PROG}: could not write the manifest {path}: {error}", file=sys.stderr)
+            return 1
+    return 0 if result.ok(options.on_auth_error) else 1
+
+
+class Command(NamedTuple):
+    run: Callable[[Sequence[str]], int]
+    usage: str
+
+
+#: Subcommands by name; the usage lines are listed by ``--help``.
+COMMANDS: dict[str, Command] = {
+    "prefetch": Command(
+        prefetch_command,
+        "prefetch [PYTEST ARGS...]        fetch every snapshot the selected tests declare, run no test\n"
+        "prefetch --repo ORG/NAME[@REV]   fetch the given snapshots, without pytest ('prefetch --help')",
+    ),
+}
+
+
+def usage() -> str:
+    """The top-level help text."""
+    lines = [
+        f"usage: {PROG} COMMAND [ARGS...]",
+        "       python -m pytest_hfsnapshot COMMAND [ARGS...]",
+        "",
+        "commands:",
+    ]
+    for command in COMMANDS.values():
+        lines.extend("  " + line for line in command.usage.splitlines())
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``COMMAND ARGS...`` (default: ``sys.argv[1:]``) and return its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    command = COMMANDS.get(args[0])
+    if command is None:
+        print(f"{usage()}\n\n{PROG}: error: unknown command {args[0]!r}", file=sys.stderr)
+        return 2
+    return command.run(args[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
