@@ -20,11 +20,12 @@ OPTIONS = [
     "--hf-manifest",
 ]
 
+# A conftest hook rather than a test: a --hf-prefetch-only run runs no test.
 SHOW_OPTIONS = """
 from pytest_hfsnapshot.plugin import get_options
 
-def test_show(pytestconfig):
-    print("OPTIONS", get_options(pytestconfig))
+def pytest_sessionstart(session):
+    print("OPTIONS", get_options(session.config))
 """
 
 
@@ -38,7 +39,7 @@ def test_every_option_and_ini_twin_is_in_help(pytester: pytest.Pytester) -> None
 
 
 def test_defaults(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(SHOW_OPTIONS)
+    pytester.makeconftest(SHOW_OPTIONS)
     result = pytester.runpytest("-s")
     result.stdout.fnmatch_lines(
         [
@@ -49,7 +50,7 @@ def test_defaults(pytester: pytest.Pytester) -> None:
 
 
 def test_command_line_values(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(SHOW_OPTIONS)
+    pytester.makeconftest(SHOW_OPTIONS)
     result = pytester.runpytest(
         "-s",
         "--hf-on-auth-error=xfail",
@@ -88,7 +89,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         hf_manifest = m.json
         """
     )
-    pytester.makepyfile(SHOW_OPTIONS)
+    pytester.makeconftest(SHOW_OPTIONS)
     # Relative ini paths start from the ini file's folder, wherever pytest is started.
     result = pytester.runpytest("-s", "--rootdir", str(pytester.path), "-c", str(pytester.path / "tox.ini"))
     cache = pytester.path / "ini-cache"
@@ -103,7 +104,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
 
 def test_command_line_beats_ini(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nhf_on_auth_error = fail\nhf_retries = 2\n")
-    pytester.makepyfile(SHOW_OPTIONS)
+    pytester.makeconftest(SHOW_OPTIONS)
     result = pytester.runpytest("-s", "--hf-on-auth-error=skip", "--hf-retries=7")
     result.stdout.fnmatch_lines(["*OPTIONS Options(*on_auth_error='skip'*retries=7*"])
 
