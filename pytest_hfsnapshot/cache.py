@@ -12,6 +12,7 @@ This is the one module that knows the cache layout by hand::
     {cache}/.hfsnapshot/locks/{repo folder}.lock    our per-repo lock (never deleted)
     {cache}/.hfsnapshot/records/{repo folder}/...   completeness records (ours)
     {cache}/.hfsnapshot/resolutions/{session}/...   branch resolutions shared by one test session
+    {cache}/.hfsnapshot/refusals/{repo folder}.json  the Hub's last refusal of the repo (auth)
 """
 
 from __future__ import annotations
@@ -163,6 +164,11 @@ class RepoCache:
     @property
     def holder_path(self) -> Path:
         return self.own_dir / "locks" / f"{self.folder_name}.holder.json"
+
+    @property
+    def refusal_path(self) -> Path:
+        """Why the Hub last refused this repo (gated, 401, private), for offline runs that follow."""
+        return self.own_dir / "refusals" / f"{self.folder_name}.json"
 
     def record_path(self, commit: str, selection_key: str) -> Path:
         return self.own_dir / "records" / self.folder_name / f"{commit}.{selection_key}.json"

@@ -174,8 +174,9 @@ class RepoLock:
     def _timeout_error(self, holder: dict[str, Any], waited: float) -> LockTimeoutError:
         if self.mode == "soft":
             how = (
-                f"This is a soft lock (no flock on this filesystem). If that process is gone, remove "
-                f"{self.repo.soft_lock_path} by hand; a holder on another host is never broken automatically."
+                f"This is a soft lock (no flock on this filesystem, or {MODE_ENV}=soft). If that process is "
+                f"gone, remove {self.repo.soft_lock_path} by hand; a holder on another host is never "
+                "broken automatically."
             )
         else:
             how = (

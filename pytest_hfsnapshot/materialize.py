@@ -198,7 +198,35 @@ class _Engine:
             if snap is not None:
                 return snap
         if self.offline:
-            return self._offline(commit)
+            try:
+                return self._offline(commit)
+            except OfflineMissingError as missing:
+                raise self._refused_before() or missing from None
+        try:
+            return self._online_locked(commit)
+        except AuthError as refused:
+            # Remembered so that an offline run after a tokenless prefetch skips like this one.
+            atomic_write_json(
+                self.repo.refusal_path,
+                {"reason": refused.reason, "message": str(refused), "at": time.time()},
+                root=self.repo.cache_dir,
+                repo_id=self.repo.repo_id,
+            )
+            raise
+
+    def _refused_before(self) -> AuthError | None:
+        """The Hub's recorded refusal of this repo, as the error an online run would have raised."""
+        data = read_json(self.repo.refusal_path)
+        if not isinstance(data, dict) or data.get("reason") not in ("gated", "unauthorized", "not_found_or_private"):
+            return None
+        return AuthError(
+            f"{data.get('message', '')} (The Hub refused it during an earlier online run, and this run is offline.)",
+            reason=str(data["reason"]),
+            repo_id=self.request.repo_id,
+            revision=self.request.revision,
+        )
+
+    def _online_locked(self, commit: str | None) -> Snapshot:
         unverified = False
         if commit is None:
             commit, unverified = self._resolve()
@@ -322,7 +350,8 @@ class _Engine:
 
     def _typed(self, error: BaseException, kind: retry.Classification) -> HfSnapshotError:
         label, repo_id, rev = self.request.label, self.request.repo_id, self.request.revision
-        page = f"https://huggingface.co/{'' if self.request.repo_type == 'model' else self.request.repo_type + 's/'}"
+        prefix = "" if self.request.repo_type == "model" else f"{self.request.repo_type}s/"
+        page = f"{constants.ENDPOINT.rstrip('/')}/{prefix}"
         if kind.kind == "auth":
             if kind.auth_reason == "gated":
                 hint = (
@@ -365,7 +394,8 @@ class _Engine:
         tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
         return TransientError(
             f"Gave up on {what} of {self.request.label}{where} after {tries}{client}: last cause "
-            f"{_cause(kind)}. The Hub or the network is failing; retry later or raise --hf-retries.",
+            f"{_cause(kind)}. The Hub or the network is failing; retry later"
+            + ("." if kind.client_retried else " or raise --hf-retries."),
             attempts=attempts,
             filename=filename,
             repo_id=self.request.repo_id,
@@ -521,6 +551,8 @@ class _Engine:
             fetched = True
         self._remove_orphans()
         self._write_record(commit, files)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.repo.refusal_path)
         source: Source = "repair" if damaged else ("download" if fetched else "cache")
         if repaired:
             log.info("hfsnapshot: repaired %s: %s", self.request.label, ", ".join(repaired))

@@ -356,3 +356,19 @@ def test_orphans_of_unselected_files_are_cleaned_too(local_hub: LocalHub, repo: 
     assert snap.source == "repair"
     assert not list((local_hub.cache_dir / "models--org--tiny" / "blobs").glob("*.incomplete"))
     assert local_hub.requests == []
+
+
+def test_offline_after_a_refusal_is_the_same_auth_outcome(local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/gated", FILES, gated=True)
+    with pytest.raises(AuthError) as online:
+        materialize("org/gated")
+    assert local_hub.url in str(online.value)  # the conditions page of the Hub in use
+
+    with pytest.raises(AuthError) as offline:
+        materialize("org/gated", offline=True)
+    assert offline.value.reason == "gated"
+    assert "offline" in str(offline.value)
+
+    materialize("org/gated", token=local_hub.token)  # access granted: the refusal is forgotten
+    with pytest.raises(OfflineMissingError):
+        materialize("org/gated", revision="v9", offline=True)
