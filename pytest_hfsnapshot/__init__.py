@@ -21,21 +21,26 @@ from .errors import (
     UnverifiedRevisionError,
     VerificationError,
 )
-from .materialize import materialize
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from .engine import materialize
     from .plugin import snapshot_fixture
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    # The fixture factory needs pytest; importing it lazily keeps `materialize` pytest-free.
+    # Both are imported on first use: the fixture factory needs pytest (the core must not), and
+    # the engine needs huggingface_hub's HTTP stack (a pytest start-up must not pay for it).
     if name == "snapshot_fixture":
         from .plugin import snapshot_fixture
 
         return snapshot_fixture
+    if name == "materialize":
+        from .engine import materialize
+
+        return materialize
     raise AttributeError(f"module 'pytest_hfsnapshot' has no attribute {name!r}")
 
 

@@ -69,8 +69,8 @@ def _prefetch_parser() -> argparse.ArgumentParser:
 
 def _prefetch_repos(args: Sequence[str]) -> int:
     from . import manifest
+    from .engine import materialize
     from .errors import InvalidRequestError
-    from .materialize import materialize
     from .prefetch import parse_spec, prefetch, report_lines, stream_display
     from .request import SnapshotRequest
     from .snapshot import Snapshot

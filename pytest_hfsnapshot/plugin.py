@@ -29,16 +29,12 @@ from typing import Any, Literal, NoReturn
 
 import pytest
 from huggingface_hub import constants as hf_constants
-from huggingface_hub import get_token
 
 from . import manifest
 from .cache import OWN_DIR, atomic_write_json, read_json
 from .errors import AuthError, HfSnapshotError, InvalidRequestError, OfflineMissingError
-from .materialize import materialize
-from .outcomes import auth_message, auth_repo, classify_auth
 from .request import SnapshotRequest
 from .snapshot import Snapshot
-from .testing import fixtures as testing_fixtures
 
 AUTH_ACTIONS = ("skip", "xfail", "fail")
 MISSING_ACTIONS = ("fail", "skip")
@@ -322,6 +318,8 @@ class HfSnapshotSession:
         if known is not None:
             return known
         opts = self.options
+        from .engine import materialize
+
         started = time.monotonic()
         try:
             snapshot = materialize(
@@ -371,6 +369,8 @@ class HfSnapshotSession:
             self.auth_counts[action] = self.auth_counts.get(action, 0) + 1
 
     def _outcome_for(self, request: SnapshotRequest, error: HfSnapshotError) -> _Outcome:
+        from .outcomes import auth_message
+
         opts = self.options
         if isinstance(error, AuthError):
             message = auth_message(
@@ -421,12 +421,30 @@ class HfSnapshotSession:
         return outcome
 
 
+_token_memo: dict[tuple[str | None, ...], str | None] = {}
+
+
 def _token() -> str | None:
-    # get_token can raise (a failed OIDC exchange); for our messages that just means "no token".
-    try:
-        return get_token()
-    except Exception:
-        return None
+    """huggingface_hub's token, looked up again only when where it comes from changes.
+
+    Called for every test report (redaction), so the file read behind ``get_token`` is memoized
+    on the settings it depends on.
+    """
+    key = (
+        os.environ.get("HF_TOKEN"),
+        os.environ.get("HUGGING_FACE_HUB_TOKEN"),
+        hf_constants.HF_TOKEN_PATH,
+        os.environ.get("HF_HUB_DISABLE_IMPLICIT_TOKEN"),
+    )
+    if key not in _token_memo:
+        from huggingface_hub import get_token
+
+        # get_token can raise (a failed OIDC exchange); for our messages that just means "no token".
+        try:
+            _token_memo[key] = get_token()
+        except Exception:
+            _token_memo[key] = None
+    return _token_memo[key]
 
 
 def _request_key(request: SnapshotRequest) -> str:
@@ -601,6 +619,8 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from .testing import fixtures as testing_fixtures
+
     # The testing kit's fixtures (local_hub, ...) come with the plugin, like pytest-httpserver's.
     if not config.pluginmanager.is_registered(testing_fixtures):
         config.pluginmanager.register(testing_fixtures, "hfsnapshot-testing")
@@ -777,12 +797,17 @@ def hf_snapshot(request: pytest.FixtureRequest) -> Snapshot:
     return _state(request.config).provide(snapshot_request)
 
 
-@pytest.fixture(autouse=True)
-def _hfsnapshot_marker(request: pytest.FixtureRequest) -> None:
+def pytest_itemcollected(item: pytest.Item) -> None:
     # A marked test needs its snapshot even when it reads it by repo id rather than through the
-    # hf_snapshot fixture: materialize it, and skip the test if the Hub refuses access.
-    if request.node.get_closest_marker("hf_snapshot") is not None:
-        request.getfixturevalue("hf_snapshot")
+    # hf_snapshot fixture: request the fixture for it, so a refused access skips the test. Done
+    # per marked item (a copy of the list: parametrized siblings share it) instead of through an
+    # autouse fixture that every test of every suite would pay for.
+    if (
+        isinstance(item, pytest.Function)
+        and "hf_snapshot" not in item.fixturenames
+        and item.get_closest_marker("hf_snapshot") is not None
+    ):
+        item.fixturenames = [*item.fixturenames, "hf_snapshot"]
 
 
 # --- outcomes of test code ----------------------------------------------------------------------
@@ -790,6 +815,8 @@ def _hfsnapshot_marker(request: pytest.FixtureRequest) -> None:
 
 def _user_auth_outcome(config: pytest.Config, exc: BaseException) -> _Outcome | None:
     """A refused Hub access raised by test code (e.g. transformers' OSError from GatedRepoError)."""
+    from .outcomes import auth_message, auth_repo, classify_auth
+
     reason = classify_auth(exc)
     state = config.stash.get(_STATE_KEY, None)
     if reason is None or state is None or state.options.on_auth_error == "fail":

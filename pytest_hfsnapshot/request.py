@@ -8,9 +8,6 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from huggingface_hub.errors import HFValidationError
-from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]
-
 from .errors import InvalidRequestError
 
 REPO_TYPES = ("model", "dataset", "space")
@@ -71,6 +68,11 @@ class SnapshotRequest:
             raise InvalidRequestError(
                 f"repo_id must be a non-empty string like 'org/name', got {repo_id!r}.",
             )
+        # Imported here: huggingface_hub.utils pulls in its HTTP stack, which a pytest run that
+        # declares no snapshot should not pay for at start-up.
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]
+
         try:
             validate_repo_id(repo_id)
         except HFValidationError as error:

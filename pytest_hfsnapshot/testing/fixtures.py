@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .half_written import HalfWritten
-from .hub import LocalHub, client_patches, close_client_session
+if TYPE_CHECKING:
+    from .half_written import HalfWritten
+    from .hub import LocalHub
+
+# The kit is imported when a fixture is used, not when pytest starts: a suite that never asks
+# for local_hub does not pay for an HTTP server module at start-up.
 
 
 @pytest.fixture
@@ -19,6 +24,8 @@ def local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Local
     ``local_hub.token`` are the server's. Offline mode and telemetry are off and any ambient
     token is hidden for the test's duration, in this process and its children.
     """
+    from .hub import LocalHub, client_patches, close_client_session
+
     cache_dir = (tmp_path / "hf-cache").resolve()
     home_dir = (tmp_path / "hf-home").resolve()
     cache_dir.mkdir()
@@ -48,5 +55,7 @@ def half_written(local_hub: LocalHub) -> HalfWritten:
     ``half_written.truncated_blob("org/tiny", "model.safetensors")`` damages the repo as cached
     by an earlier ``snapshot_download`` and returns the paths it touched.
     """
+    from .half_written import HalfWritten
+
     assert local_hub.cache_dir is not None
     return HalfWritten(local_hub.cache_dir)
