@@ -705,9 +705,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             "outcome_dirs": sorted(state.outcome_dirs),
         }
     if state is not None and state.worker is None:
-        from .prefetch import finish_session
+        if state.options.prefetch_only:
+            from .prefetch import finish_session
 
-        finish_session(session)
+            finish_session(session)
         if state.options.manifest is not None:
             _write_manifest(session, state.options.manifest, state.all_records())
 
@@ -729,9 +730,16 @@ def _write_manifest(session: pytest.Session, path: Path, records: Sequence[Snaps
 
 def pytest_cmdline_main(config: pytest.Config) -> None:
     # Runs after xdist's (tryfirst) pytest_cmdline_main and before xdist's pytest_configure.
-    from .prefetch import keep_in_process
+    wanted = config.getoption("hf_prefetch_only", None)
+    if wanted is None:
+        try:
+            wanted = config.getini("hf_prefetch_only")
+        except (TypeError, ValueError):
+            return  # reported as a usage error when the plugin reads its options
+    if wanted:
+        from .prefetch import keep_in_process
 
-    keep_in_process(config)
+        keep_in_process(config)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -878,7 +886,9 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
 
 def _redact_report(report: pytest.TestReport | pytest.CollectReport) -> None:
     # A safety net behind our own messages, which never hold the token: tracebacks of libraries
-    # (with --showlocals) and captured output might.
+    # (with --showlocals) and captured output might. Most reports carry neither: nothing to do.
+    if report.longrepr is None and not report.sections and not getattr(report, "wasxfail", None):
+        return
     token = _token()
     if not token or len(token) < 8:
         return

@@ -377,14 +377,8 @@ _DIST_OFF_KEY = pytest.StashKey[bool]()
 
 def keep_in_process(config: pytest.Config) -> None:
     """For ``--hf-prefetch-only``, switch xdist's distribution off (call from ``pytest_cmdline_main``)."""
-    wanted = config.getoption("hf_prefetch_only", None)
-    if wanted is None:
-        try:
-            wanted = config.getini("hf_prefetch_only")
-        except (TypeError, ValueError):
-            return  # reported as a usage error when the plugin reads its options
     option = config.option
-    if not wanted or (getattr(option, "dist", "no") == "no" and not getattr(option, "tx", None)):
+    if getattr(option, "dist", "no") == "no" and not getattr(option, "tx", None):
         return
     option.dist = "no"
     option.tx = []
