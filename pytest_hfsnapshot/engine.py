@@ -180,8 +180,10 @@ class _Engine:
                 return snap
         try:
             self.repo.cache_dir.mkdir(parents=True, exist_ok=True)
-            with RepoLock(self.repo, timeout=self.lock_timeout) as lock:
+            with RepoLock(self.repo, timeout=self.lock_timeout, done=self._finished_elsewhere) as lock:
                 self.lock_wait = lock.wait
+                if isinstance(lock.early, Snapshot):
+                    return dataclasses.replace(lock.early, lock_wait=lock.wait, seconds=time.monotonic() - self.started)
                 return self._locked()
         except PermissionError as error:
             raise HfSnapshotError(
@@ -190,6 +192,16 @@ class _Engine:
                 repo_id=self.request.repo_id,
                 revision=self.request.revision,
             ) from error
+
+    def _finished_elsewhere(self) -> Snapshot | None:
+        """While waiting for the lock: the snapshot the holder just recorded, if that is what it did.
+
+        One stat while the record is absent; the full checks only once it appears.
+        """
+        commit = self._known_commit()
+        if commit is None or not self._record_path(commit).exists():
+            return None
+        return self._from_record(commit)
 
     def _locked(self) -> Snapshot:
         commit = self._known_commit()

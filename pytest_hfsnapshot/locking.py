@@ -25,6 +25,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -93,13 +94,30 @@ def describe_holder(holder: dict[str, Any]) -> str:
 
 
 class RepoLock:
-    """The per-repo lock. Use as a context manager; ``wait`` is how long acquiring took."""
+    """The per-repo lock. Use as a context manager; ``wait`` is how long acquiring took.
 
-    def __init__(self, repo: RepoCache, *, timeout: float, log_every: float = 10.0) -> None:
+    ``done``, when given, is asked every ``poll_every`` seconds while another process holds the
+    lock: when it returns something (the snapshot that process just finished), waiting stops
+    without taking the lock and the value is left in ``early``. Without it, seven xdist workers
+    queue for the lock one by one only to read what the first one wrote.
+    """
+
+    def __init__(
+        self,
+        repo: RepoCache,
+        *,
+        timeout: float,
+        log_every: float = 10.0,
+        done: Callable[[], object | None] | None = None,
+        poll_every: float = 0.05,
+    ) -> None:
         self.repo = repo
         self.timeout = timeout
         self.log_every = log_every
+        self.done = done
+        self.poll_every = poll_every
         self.wait = 0.0
+        self.early: object | None = None
         self._lock: BaseFileLock | None = None
 
     def _make_lock(self) -> BaseFileLock:
@@ -126,22 +144,30 @@ class RepoLock:
         lock = self._make_lock()
         start = time.monotonic()
         deadline = start + self.timeout
+        next_log = start + self.log_every
+        step = self.poll_every if self.done is not None else self.log_every
         while True:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
             try:
-                lock.acquire(timeout=max(0.0, min(self.log_every, remaining)))
+                lock.acquire(timeout=max(0.0, min(step, deadline - now, next_log - now)))
                 break
             except Timeout:
-                waited = time.monotonic() - start
-                holder = self.holder()
-                if time.monotonic() >= deadline:
-                    raise self._timeout_error(holder, waited) from None
-                log.warning(
-                    "hfsnapshot: waiting %.0fs for the lock on %s held by %s",
-                    waited,
-                    self.repo.repo_id,
-                    describe_holder(holder),
-                )
+                now = time.monotonic()
+                if self.done is not None:
+                    self.early = self.done()
+                    if self.early is not None:
+                        self.wait = now - start
+                        return self
+                if now >= deadline:
+                    raise self._timeout_error(self.holder(), now - start) from None
+                if now >= next_log:
+                    next_log = now + self.log_every
+                    log.warning(
+                        "hfsnapshot: waiting %.0fs for the lock on %s held by %s",
+                        now - start,
+                        self.repo.repo_id,
+                        describe_holder(self.holder()),
+                    )
         self._lock = lock
         self.wait = time.monotonic() - start
         now = time.time()

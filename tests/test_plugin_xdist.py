@@ -170,8 +170,10 @@ def test_offline_reaches_workers(pytester: pytest.Pytester, local_hub: LocalHub,
 
 
 def test_auth_outcome_is_shared_across_workers(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
-    local_hub.add_repo("org/gated-alone", files=FILES, gated=True)
-    local_hub.add_repo("org/gated-shared", files=FILES, gated=True)
+    # One file each: the client sends one HEAD per file in parallel threads and stops at the first
+    # 403, so with several files the number of refused requests varies from run to run.
+    local_hub.add_repo("org/gated-alone", files={"config.json": "{}"}, gated=True)
+    local_hub.add_repo("org/gated-shared", files={"config.json": "{}"}, gated=True)
     pytester.makepyfile(
         test_alone="""
         import pytest
@@ -186,7 +188,8 @@ def test_auth_outcome_is_shared_across_workers(pytester: pytest.Pytester, local_
     assert alone > 0
     pytester.makepyfile(
         test_alone="",
-        test_shared="""
+        test_shared=f"""
+        import pathlib
         import time
         import pytest
 
@@ -197,8 +200,11 @@ def test_auth_outcome_is_shared_across_workers(pytester: pytest.Pytester, local_
 
         @pytest.fixture
         def later():
-            # Let the other worker meet the refusal first.
-            time.sleep(1.5)
+            # Let the other worker meet the refusal first: wait until it has recorded it.
+            outcomes = pathlib.Path({str(local_hub.cache_dir)!r}) / ".hfsnapshot" / "outcomes"
+            deadline = time.monotonic() + 60
+            while not list(outcomes.glob("*/*.json")) and time.monotonic() < deadline:
+                time.sleep(0.05)
 
         @pytest.mark.xdist_group("second")
         def test_second(later, hf_snapshots):
