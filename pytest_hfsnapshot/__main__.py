@@ -69,7 +69,7 @@ def _prefetch_parser() -> argparse.ArgumentParser:
 
 def _prefetch_repos(args: Sequence[str]) -> int:
     from . import manifest
-    from .engine import materialize
+    from .engine import materialize_request
     from .errors import InvalidRequestError
     from .prefetch import parse_spec, prefetch, report_lines, stream_display
     from .request import SnapshotRequest
@@ -87,13 +87,8 @@ def _prefetch_repos(args: Sequence[str]) -> int:
             parser.error(f"--repo {spec!r}: {error}")
 
     def fetch(request: SnapshotRequest) -> Snapshot:
-        return materialize(
-            request.repo_id,
-            revision=request.revision,
-            allow_patterns=request.allow_patterns,
-            ignore_patterns=request.ignore_patterns,
-            repo_type=request.repo_type,
-            metadata_only=request.metadata_only,
+        return materialize_request(
+            request,
             cache_dir=options.cache_dir,
             verify=options.verify,
             offline=True if options.offline else None,

@@ -119,6 +119,33 @@ def materialize(
         repo_type=repo_type,
         metadata_only=metadata_only,
     )
+    return materialize_request(
+        request,
+        cache_dir=cache_dir,
+        verify=verify,
+        retries=retries,
+        lock_timeout=lock_timeout,
+        offline=offline,
+        strict=strict,
+        session=session,
+        token=token,
+    )
+
+
+def materialize_request(
+    request: SnapshotRequest,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    verify: Literal["size", "sha256"] = "size",
+    retries: int = 5,
+    lock_timeout: float = 900.0,
+    offline: bool | None = None,
+    strict: bool = False,
+    session: str | None = None,
+    token: str | bool | None = None,
+) -> Snapshot:
+    """:func:`materialize` for an already validated :class:`~pytest_hfsnapshot.request.SnapshotRequest`."""
+    repo_id = request.repo_id
     if verify not in ("size", "sha256"):
         raise InvalidRequestError(f"verify={verify!r} is not valid: use 'size' or 'sha256'.", repo_id=repo_id)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:

@@ -318,17 +318,12 @@ class HfSnapshotSession:
         if known is not None:
             return known
         opts = self.options
-        from .engine import materialize
+        from .engine import materialize_request
 
         started = time.monotonic()
         try:
-            snapshot = materialize(
-                request.repo_id,
-                revision=request.revision,
-                allow_patterns=request.allow_patterns,
-                ignore_patterns=request.ignore_patterns,
-                repo_type=request.repo_type,
-                metadata_only=request.metadata_only,
+            snapshot = materialize_request(
+                request,
                 cache_dir=opts.cache_dir,
                 verify=opts.verify,
                 retries=opts.retries,
@@ -604,6 +599,12 @@ def _checked(collector: pytest.Collector, node: object) -> object:
         shown = ", ".join([*map(repr, marker.args), *(f"{k}={v!r}" for k, v in marker.kwargs.items())])
         message = f"{node.nodeid}: invalid @pytest.mark.hf_snapshot({shown}): {error}"
         return _InvalidDeclaration.from_parent(collector, name=node.name, message=message)
+    # A marked test needs its snapshot even when it reads it by repo id rather than through the
+    # hf_snapshot fixture: request the fixture for it, so a refused access skips the test. Done
+    # here, for marked tests only (on a copy: parametrized siblings share the list), instead of
+    # through an autouse fixture that every test of every suite would pay for.
+    if "hf_snapshot" not in node.fixturenames:
+        node.fixturenames = [*node.fixturenames, "hf_snapshot"]
     return node
 
 
@@ -803,19 +804,6 @@ def hf_snapshot(request: pytest.FixtureRequest) -> Snapshot:
     except InvalidRequestError as error:
         pytest.fail(f"{request.node.nodeid}: invalid hf_snapshot marker: {error}", pytrace=False)
     return _state(request.config).provide(snapshot_request)
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    # A marked test needs its snapshot even when it reads it by repo id rather than through the
-    # hf_snapshot fixture: request the fixture for it, so a refused access skips the test. Done
-    # per marked item (a copy of the list: parametrized siblings share it) instead of through an
-    # autouse fixture that every test of every suite would pay for.
-    if (
-        isinstance(item, pytest.Function)
-        and "hf_snapshot" not in item.fixturenames
-        and item.get_closest_marker("hf_snapshot") is not None
-    ):
-        item.fixturenames = [*item.fixturenames, "hf_snapshot"]
 
 
 # --- outcomes of test code ----------------------------------------------------------------------
