@@ -44,6 +44,7 @@ _WORKERINPUT_SESSION = "hfsnapshot_session"
 _WORKEROUTPUT_KEY = "hfsnapshot"
 _REQUEST_ATTR = "hfsnapshot_request"
 _REPORT_AUTH_ATTR = "hfsnapshot_auth"
+NO_TOKEN_REASON = "needs a Hugging Face Hub token: set HF_TOKEN (or run `hf auth login`)"
 _MARKER_KWARGS = ("repo_id", "revision", "allow_patterns", "ignore_patterns", "repo_type", "metadata_only")
 
 
@@ -420,26 +421,41 @@ _token_memo: dict[tuple[str | None, ...], str | None] = {}
 
 
 def _token() -> str | None:
-    """huggingface_hub's token, looked up again only when where it comes from changes.
+    """huggingface_hub's token (what ``get_token`` returns), for the header and for redaction.
 
-    Called for every test report (redaction), so the file read behind ``get_token`` is memoized
-    on the settings it depends on.
+    The common sources, ``HF_TOKEN`` / ``HUGGING_FACE_HUB_TOKEN`` and the token file, are read
+    here directly: importing ``get_token`` pulls in huggingface_hub's whole HTTP stack, about
+    100 ms that every pytest start-up would pay for one "token=set" in the header. OIDC
+    exchanges and Colab secrets go through ``get_token`` itself. The answer is memoized on the
+    settings it depends on, since redaction asks for every report with text.
     """
     key = (
         os.environ.get("HF_TOKEN"),
         os.environ.get("HUGGING_FACE_HUB_TOKEN"),
+        os.environ.get("HF_OIDC_RESOURCE"),
         hf_constants.HF_TOKEN_PATH,
-        os.environ.get("HF_HUB_DISABLE_IMPLICIT_TOKEN"),
     )
     if key not in _token_memo:
-        from huggingface_hub import get_token
-
-        # get_token can raise (a failed OIDC exchange); for our messages that just means "no token".
-        try:
-            _token_memo[key] = get_token()
-        except Exception:
-            _token_memo[key] = None
+        _token_memo[key] = _look_up_token(key[0] or key[1], oidc=bool(key[2]), path=key[3])
     return _token_memo[key]
+
+
+def _look_up_token(from_env: str | None, *, oidc: bool, path: str) -> str | None:
+    if not oidc and "google.colab" not in sys.modules:
+        if from_env and from_env.strip():
+            return from_env.strip()
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return handle.read().strip() or None
+        except OSError:
+            return None
+    from huggingface_hub import get_token
+
+    # get_token can raise (a failed OIDC exchange); for our messages that just means "no token".
+    try:
+        return get_token()
+    except Exception:
+        return None
 
 
 def _request_key(request: SnapshotRequest) -> str:
@@ -590,6 +606,8 @@ class _InvalidDeclaration(pytest.Collector):
 def _checked(collector: pytest.Collector, node: object) -> object:
     if not isinstance(node, pytest.Function):
         return node
+    if node.get_closest_marker("hf_requires_token") is not None and _token() is None:
+        node.add_marker(pytest.mark.skip(reason=NO_TOKEN_REASON))
     marker = node.get_closest_marker("hf_snapshot")
     if marker is None:
         return node
@@ -828,41 +846,31 @@ def _user_auth_outcome(config: pytest.Config, exc: BaseException) -> _Outcome | 
     return _Outcome(state.options.on_auth_error, message, auth=reason)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    if item.get_closest_marker("hf_requires_token") is not None and _token() is None:
-        raise pytest.skip.Exception(
-            "needs a Hugging Face Hub token: set HF_TOKEN (or run `hf auth login`)", _use_item_location=True
-        )
-    try:
-        return (yield)
-    except Exception as exc:
-        outcome = _user_auth_outcome(item.config, exc)
-        if outcome is None:
-            raise
-        raise outcome.exception() from None
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    try:
-        return (yield)
-    except Exception as exc:
-        outcome = _user_auth_outcome(item.config, exc)
-        if outcome is None:
-            raise
-        raise outcome.exception() from None
-
-
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    # One wrapper per report does all the per-test work: a refused Hub access raised by test code
+    # or its fixtures becomes the configured outcome before pytest (and its skipping plugin, inner
+    # to this outermost wrapper) turns the call into a report; then the report is redacted.
+    excinfo = call.excinfo
+    if excinfo is not None and isinstance(excinfo.value, Exception) and call.when in ("setup", "call"):
+        outcome = _user_auth_outcome(item.config, excinfo.value)
+        if outcome is not None:
+            call.excinfo = excinfo = _raised(outcome.exception())
     report: pytest.TestReport = yield
-    if call.excinfo is not None:
-        auth = getattr(call.excinfo.value, _REPORT_AUTH_ATTR, None)
+    if excinfo is not None:
+        auth = getattr(excinfo.value, _REPORT_AUTH_ATTR, None)
         if auth is not None:
             setattr(report, _REPORT_AUTH_ATTR, auth)
     _redact_report(report)
     return report
+
+
+def _raised(exc: BaseException) -> pytest.ExceptionInfo[BaseException]:
+    """``exc`` as pytest sees an exception that was raised (with a traceback)."""
+    try:
+        raise exc
+    except BaseException:
+        return pytest.ExceptionInfo.from_current()
 
 
 @pytest.hookimpl(wrapper=True)
