@@ -50,7 +50,7 @@ from .errors import (
 from .locking import RepoLock
 from .request import SnapshotRequest
 from .snapshot import Snapshot, Source
-from .verify import ExpectedFile, check_file, hash_mismatches
+from .verify import ExpectedFile, check_file, hash_mismatches, linked_blob_name
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -197,6 +197,8 @@ class _Engine:
         self.lock_wait = 0.0
         self.backoff = retry.Backoff(retries=retries, deadline=self.started + RETRY_DEADLINE)
         self.planted = False
+        #: Files whose blob the client named after a server ETag other than the listing's hash.
+        self.adopted: dict[str, ExpectedFile] = {}
 
     # --- entry --------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -577,7 +579,7 @@ class _Engine:
             why = problems.get(f.path)
             if why is None:
                 continue
-            if why == "missing" and f.etag not in blobs_before and f.etag not in interrupted:
+            if why == "missing" and f.blob_name not in blobs_before and f.blob_name not in interrupted:
                 continue  # simply not downloaded yet
             repaired.append(f.path)
             self._remove(commit, f, blob=why not in ("missing",) and not why.startswith("link points"))
@@ -623,12 +625,14 @@ class _Engine:
                 why = check_file(snapshot_dir, blobs, f)
                 if why is None:
                     fresh.append(f)
+                elif why.startswith("link points") and self._adopt(commit, f):
+                    continue  # hashed and found right under the name the server's ETag gave it
                 elif why != "missing":
                     self._remove(commit, f, blob=not why.startswith("link points"))
                     still.append(f)
                 else:
                     still.append(f)
-            new = [f for f in fresh if f.etag not in blobs_before or self.verify == "sha256"]
+            new = [f for f in fresh if f.blob_name not in blobs_before or self.verify == "sha256"]
             corrupt = set(hash_mismatches(self._blob_pairs(commit, new)))
             for f in fresh:
                 if f.path in corrupt:
@@ -668,13 +672,31 @@ class _Engine:
         problems: dict[str, str] = {}
         for f in files:
             why = check_file(snapshot_dir, blobs, f)
-            if why is not None:
+            if why is not None and not (why.startswith("link points") and self._adopt(commit, f)):
                 problems[f.path] = why
         if hash_all:
-            kept = [f for f in files if f.path not in problems]
+            kept = [f for f in files if f.path not in problems and f.path not in self.adopted]
             for path in hash_mismatches(self._blob_pairs(commit, kept)):
                 problems[path] = "sha256 mismatch"
         return problems
+
+    def _adopt(self, commit: str, f: ExpectedFile) -> bool:
+        """Accept a link to a blob named otherwise than the listing's hash, if its contents have that hash.
+
+        The Hub's ETag of a small file is its git blob sha1, the listing's ``oid``; a server whose
+        ETag differs makes the client name the blob after that ETag instead. The contents decide.
+        """
+        snapshot_dir = str(self.repo.snapshot_dir(commit))
+        name = linked_blob_name(snapshot_dir, f.path)
+        if name is None or name == f.blob_name:
+            return False
+        candidate = dataclasses.replace(f, blob=name)
+        if check_file(snapshot_dir, str(self.repo.blobs), candidate) is not None:
+            return False
+        if hash_mismatches([(candidate, self.repo.blob(name))]):
+            return False
+        self.adopted[f.path] = candidate
+        return True
 
     def _dirs_safe(self, commit: str, files: list[ExpectedFile], *, repair: bool = False) -> bool:
         """The repo's folders and the snapshot's subfolders are real folders, not links leading elsewhere.
@@ -722,20 +744,20 @@ class _Engine:
         out = []
         for f in files:
             link = snapshot_dir / f.path
-            out.append((f, self.repo.blob(f.etag) if link.is_symlink() else link))
+            out.append((f, self.repo.blob(f.blob_name) if link.is_symlink() else link))
         return out
 
     def _remove(self, commit: str, f: ExpectedFile, *, blob: bool) -> None:
         """Remove one bad link (and its blob), never following a symlink, only inside the repo folder."""
         link = self.repo.snapshot_dir(commit) / f.path
         self.repo.require_inside(link.parent)
-        with self._blob_lock(f.etag):
+        with self._blob_lock(f.blob_name):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(link)
             if blob:
                 self.repo.require_inside(self.repo.blobs)
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.repo.blob(f.etag))
+                    os.unlink(self.repo.blob(f.blob_name))
 
     def _remove_orphans(self) -> None:
         """Delete the repo's ``.incomplete`` blobs that nobody is writing, each under the client's blob lock.
@@ -760,6 +782,7 @@ class _Engine:
 
     # --- results ------------------------------------------------------------------------------
     def _write_record(self, commit: str, files: list[ExpectedFile]) -> None:
+        files = [self.adopted.get(f.path, f) for f in files]
         atomic_write_json(
             self._record_path(commit),
             {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,28 +20,41 @@ _CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class ExpectedFile:
-    """One file of the Hub listing: its path, size and the blob name (etag) the cache stores it under.
+    """One file of the Hub listing: its path, size, content hash, and the blob it is cached as.
 
-    ``etag`` is the sha256 for LFS files and the git blob sha1 otherwise, which is also the hash
-    the contents must have.
+    ``etag`` is the sha256 for LFS files and the git blob sha1 otherwise: the hash the contents
+    must have, and the blob name the Hub's ETag gives. ``blob`` is set only when a server's ETag
+    made the client name the blob otherwise (the contents were hashed and found right).
     """
 
     path: str
     size: int
     etag: str
     lfs: bool
+    blob: str = ""
+
+    @property
+    def blob_name(self) -> str:
+        return self.blob or self.etag
 
     def to_json(self) -> list[object]:
-        return [self.path, self.size, self.etag, self.lfs]
+        out: list[object] = [self.path, self.size, self.etag, self.lfs]
+        return [*out, self.blob] if self.blob else out
 
     @classmethod
     def from_json(cls, raw: object) -> ExpectedFile:
-        if not isinstance(raw, list) or len(raw) != 4:
+        if not isinstance(raw, list) or len(raw) not in (4, 5):
             raise ValueError(f"bad record entry: {raw!r}")
-        path, size, etag, lfs = raw
-        if not (isinstance(path, str) and isinstance(size, int) and isinstance(etag, str)):
+        path, size, etag, lfs = raw[:4]
+        blob = raw[4] if len(raw) == 5 else ""
+        if not (isinstance(path, str) and isinstance(size, int) and isinstance(etag, str) and isinstance(blob, str)):
             raise ValueError(f"bad record entry: {raw!r}")
-        return cls(path, size, etag, bool(lfs))
+        if blob and not _BLOB_NAME.fullmatch(blob):
+            raise ValueError(f"bad blob name in record: {blob!r}")
+        return cls(path, size, etag, bool(lfs), blob)
+
+
+_BLOB_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
 def content_hash(path: str | os.PathLike[str], *, lfs: bool) -> str:
@@ -90,6 +104,19 @@ def link_target(relpath: str, etag: str) -> str:
     return "../" * (relpath.count("/") + 2) + "blobs/" + etag
 
 
+def linked_blob_name(snapshot_dir: str, relpath: str) -> str | None:
+    """The name of the blob a snapshot link points at, when it is a plain ``blobs/<name>`` link."""
+    try:
+        target = os.readlink(os.path.join(snapshot_dir, relpath))
+    except OSError:
+        return None
+    prefix = link_target(relpath, "")
+    name = target[len(prefix) :] if target.startswith(prefix) else ""
+    if not _BLOB_NAME.fullmatch(name) or name.endswith(".incomplete"):
+        return None
+    return name
+
+
 def check_file(snapshot_dir: str, blobs_dir: str, expected: ExpectedFile) -> str | None:
     """Cheap check of one snapshot entry: None when fine, else why it is not.
 
@@ -109,11 +136,11 @@ def check_file(snapshot_dir: str, blobs_dir: str, expected: ExpectedFile) -> str
             target = os.readlink(link)
         except OSError:
             return "unreadable link"
-        blob = os.path.join(blobs_dir, expected.etag)
-        if target != link_target(expected.path, expected.etag) and os.path.normpath(
+        blob = os.path.join(blobs_dir, expected.blob_name)
+        if target != link_target(expected.path, expected.blob_name) and os.path.normpath(
             os.path.join(os.path.dirname(link), target)
         ) != os.path.normpath(blob):
-            return f"link points at {target!r} instead of blobs/{expected.etag}"
+            return f"link points at {target!r} instead of blobs/{expected.blob_name}"
         try:
             st = os.lstat(blob)
         except FileNotFoundError:

@@ -372,3 +372,25 @@ def test_offline_after_a_refusal_is_the_same_auth_outcome(local_hub: LocalHub) -
     materialize("org/gated", token=local_hub.token)  # access granted: the refusal is forgotten
     with pytest.raises(OfflineMissingError):
         materialize("org/gated", revision="v9", offline=True)
+
+
+def test_a_server_with_other_etags_for_small_files_still_verifies(
+    local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Hub's ETag of a small file is its git blob sha1, which is also the listing's oid; a
+    # server that sends another ETag (here an md5) makes the client name the blob differently.
+    from pytest_hfsnapshot.testing import hub as hub_module
+
+    def md5_etag(blob: hub_module._Blob) -> str:
+        return blob.sha256 or hashlib.md5(blob.data).hexdigest()
+
+    monkeypatch.setattr(hub_module._Blob, "etag", property(md5_etag))
+    commit = local_hub.add_repo("org/tiny", FILES)
+
+    snap = materialize("org/tiny")
+    assert snap.source == "download"
+    assert (snap / "config.json").read_text() == FILES["config.json"]
+    local_hub.reset_counters()
+    assert materialize("org/tiny", revision=commit).source == "cache"
+    assert materialize("org/tiny", revision=commit, verify="sha256").source == "cache"
+    assert local_hub.requests == []
