@@ -192,7 +192,9 @@ def _read_options(config: pytest.Config) -> Options:
         return (base / Path(text).expanduser()).resolve() if text else None
 
     return Options(
-        offline=flag("hf_offline"),
+        # HF_HUB_OFFLINE is read here too: huggingface_hub reads it only at import, which may have
+        # happened before it was set (a conftest, a pytester run in the same process).
+        offline=flag("hf_offline") or _env_offline(),
         on_auth_error=choice("hf_on_auth_error", AUTH_ACTIONS),
         on_missing=choice("hf_on_missing", MISSING_ACTIONS),
         strict=flag("hf_strict"),
@@ -666,6 +668,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_RESTORE_KEY] = _force_offline()
     if workerinput is None and config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(state), "hfsnapshot-xdist")
+
+
+def _env_offline() -> bool:
+    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) set to a true value, as huggingface_hub reads it."""
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.strip().upper() in hf_constants.ENV_VARS_TRUE_VALUES
 
 
 def _force_offline() -> Callable[[], None]:

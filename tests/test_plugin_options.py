@@ -7,6 +7,8 @@ import os
 import huggingface_hub.constants as hf_constants
 import pytest
 
+from pytest_hfsnapshot.testing.hub import LocalHub
+
 OPTIONS = [
     "--hf-offline",
     "--hf-on-auth-error",
@@ -251,3 +253,24 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-p", "no:hfsnapshot")
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("hfsnapshot:*")
+
+
+def test_hf_hub_offline_set_after_import_still_means_offline(
+    pytester: pytest.Pytester, local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # huggingface_hub read HF_HUB_OFFLINE when it was imported, long before this run sets it.
+    local_hub.add_repo("org/tiny", files={"config.json": "{}"})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.hf_snapshot("org/tiny")
+        def test_needs_it(hf_snapshot):
+            pass
+        """
+    )
+    result = pytester.runpytest(f"--hf-cache-dir={local_hub.cache_dir}", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*offline=True*", "*offline and not fully cached*"])
+    assert local_hub.requests == []
