@@ -246,13 +246,15 @@ class _Engine:
         try:
             return self._online_locked(commit)
         except AuthError as refused:
-            # Remembered so that an offline run after a tokenless prefetch skips like this one.
-            atomic_write_json(
-                self.repo.refusal_path,
-                {"reason": refused.reason, "message": str(refused), "at": time.time()},
-                root=self.repo.cache_dir,
-                repo_id=self.repo.repo_id,
-            )
+            # Remembered so that an offline run after a tokenless prefetch skips like this one; a
+            # cache where that cannot be written must still report the refusal itself.
+            with contextlib.suppress(OSError, HfSnapshotError):
+                atomic_write_json(
+                    self.repo.refusal_path,
+                    {"reason": refused.reason, "message": str(refused), "at": time.time()},
+                    root=self.repo.cache_dir,
+                    repo_id=self.repo.repo_id,
+                )
             raise
 
     def _refused_before(self) -> AuthError | None:
