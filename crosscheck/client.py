@@ -22,15 +22,8 @@ def pointed_at(url: str, cache_dir: Path) -> Iterator[Path]:
     cache = cache_dir.resolve()
     home = cache.parent / "hf-home"
     home.mkdir(exist_ok=True)
-    patches = client_patches(url, cache, home)
     with pytest.MonkeyPatch.context() as mp:
-        for module, name, value in patches.attributes:
-            mp.setattr(module, name, value)
-        for env_name, env_value in patches.environ.items():
-            if env_value is None:
-                mp.delenv(env_name, raising=False)
-            else:
-                mp.setenv(env_name, env_value)
+        client_patches(url, cache, home).apply(mp)
         close_client_session()
         try:
             yield cache

@@ -32,14 +32,7 @@ def local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Local
     home_dir.mkdir()
     with LocalHub() as hub:
         # Through monkeypatch so a test's own patches of the same names unwind in the right order.
-        patches = client_patches(hub.url, cache_dir, home_dir)
-        for module, name, value in patches.attributes:
-            monkeypatch.setattr(module, name, value)
-        for env_name, env_value in patches.environ.items():
-            if env_value is None:
-                monkeypatch.delenv(env_name, raising=False)
-            else:
-                monkeypatch.setenv(env_name, env_value)
+        client_patches(hub.url, cache_dir, home_dir).apply(monkeypatch)
         close_client_session()
         hub.cache_dir = cache_dir
         try:

@@ -61,7 +61,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlsplit
 
 __all__ = [
@@ -327,6 +327,26 @@ class ClientPatches:
 
     attributes: list[tuple[ModuleType, str, Any]]
     environ: dict[str, str | None]
+
+    def apply(self, patcher: _Patcher) -> None:
+        """Apply every patch through ``patcher`` (a ``pytest.MonkeyPatch``), which undoes them later."""
+        for module, name, value in self.attributes:
+            patcher.setattr(module, name, value)
+        for env_name, env_value in self.environ.items():
+            if env_value is None:
+                patcher.delenv(env_name, raising=False)
+            else:
+                patcher.setenv(env_name, env_value)
+
+
+class _Patcher(Protocol):
+    """The part of ``pytest.MonkeyPatch`` that ClientPatches.apply uses (no pytest import here)."""
+
+    def setattr(self, target: object, name: str, value: object) -> None: ...
+
+    def setenv(self, name: str, value: str) -> None: ...
+
+    def delenv(self, name: str, raising: bool = ...) -> None: ...
 
 
 def client_patches(url: str, cache_dir: Path, home_dir: Path) -> ClientPatches:
