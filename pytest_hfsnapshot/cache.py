@@ -7,12 +7,25 @@ This is the one module that knows the cache layout by hand::
         blobs/<etag>.<8 hex>.incomplete  a download in flight, or orphaned by a kill
         snapshots/<commit>/<path>        relative symlinks to ../../blobs/<etag>
         refs/<branch or tag>             the commit it pointed at when last resolved
-        trees/<commit>.json              the client's cached listing (huggingface_hub 2.x)
+        blobs/<sha256> -> ../../blobs/<xx>/<xet hash>   a Xet file kept in the shared store
+        trees/<commit>.json              the client's cached listing (written by its own code)
+    {cache}/blobs/<xx>/<xet hash>        the shared blob store (huggingface_hub >= 1.33, Xet
+                                         downloads): one read-only file per content, with
+                                         ``<xet hash>.refs`` (the links to it) and ``<xet hash>.lock``
     {cache}/.locks/{repo folder}/<etag>.lock        the client's per-blob locks
-    {cache}/.hfsnapshot/locks/{repo folder}.lock    our per-repo lock (never deleted)
-    {cache}/.hfsnapshot/records/{repo folder}/...   completeness records (ours)
-    {cache}/.hfsnapshot/resolutions/{session}/...   branch resolutions shared by one test session
-    {cache}/.hfsnapshot/refusals/{repo folder}.json  the Hub's last refusal of the repo (auth)
+
+Our own state lives under ``{cache}/.locks/hfsnapshot/``, the one folder of the cache root that
+huggingface_hub's cache tools (``scan_cache_dir``, ``hf cache ls/rm/prune``) skip and never
+delete from, so no lock file of ours is removed while it can be held::
+
+    locks/{repo folder}.lock             our per-repo lock (never deleted)
+    records/{repo folder}/...            completeness records
+    resolutions/{session}/...            branch resolutions shared by one test session
+    refusals/{repo folder}.json          the Hub's last refusal of the repo (auth)
+    outcomes/{session}/...               failures shared by the workers of one test session
+
+A record only says that a snapshot was verified: every use re-checks the files it names, so a
+repo removed by ``hf cache rm`` or a prune leaves nothing that the next run would trust.
 """
 
 from __future__ import annotations
@@ -28,13 +41,27 @@ from typing import Any
 
 from .errors import UnsafeCacheError
 
-OWN_DIR = ".hfsnapshot"
+#: Our state folder, relative to the cache root (see the module docstring).
+OWN_DIR = os.path.join(".locks", "hfsnapshot")
+#: The shared blob store's folder in the cache root (huggingface_hub's ``SHARED_BLOBS_DIR_NAME``).
+STORE_DIR = "blobs"
+XET_HASH_RE = re.compile(r"[0-9a-f]{64}")
 INCOMPLETE_RE = re.compile(r"^(?P<etag>[^.]+)(?:\.[0-9a-f]{8})?\.incomplete$")
 
 
 def repo_folder_name(repo_id: str, repo_type: str) -> str:
     """``models--org--name``: the client's folder name for a repo (same rule as huggingface_hub)."""
     return "--".join([f"{repo_type}s", *repo_id.split("/")])
+
+
+def own_dir(cache_dir: str | os.PathLike[str]) -> Path:
+    """Our state folder in ``cache_dir`` (see the module docstring)."""
+    return Path(cache_dir) / OWN_DIR
+
+
+def store_file(cache_dir: str | os.PathLike[str], xet_hash: str) -> Path:
+    """``{cache}/blobs/<xx>/<xet hash>``: where the shared blob store keeps a Xet file's bytes."""
+    return Path(cache_dir) / STORE_DIR / xet_hash[:2] / xet_hash
 
 
 class RepoCache:
@@ -46,11 +73,9 @@ class RepoCache:
         self.repo_type = repo_type
         self.folder_name = repo_folder_name(repo_id, repo_type)
         self.root = self.cache_dir / self.folder_name
+        self.blobs = self.root / "blobs"
 
     # --- huggingface_hub's own layout ---------------------------------------------------------
-    @property
-    def blobs(self) -> Path:
-        return self.root / "blobs"
 
     def blob(self, etag: str) -> Path:
         return self.blobs / etag
@@ -74,6 +99,29 @@ class RepoCache:
     def commit_of(self, revision: str) -> str | None:
         """The commit ``revision`` names in this cache: itself when a commit id, else what its ref holds."""
         return revision if re.fullmatch(r"[0-9a-f]{40}", revision) else self.read_ref(revision)
+
+    def store_target(self, etag: str) -> Path | None:
+        """The shared-store file that ``blobs/<etag>`` links to, when it is a link into the store.
+
+        Only the store's own shape counts: ``<cache>/blobs/<xx>/<xet hash>`` reached without any
+        other symlink on the way. Any other link (or a regular blob) gives None.
+        """
+        blob = os.path.join(self.blobs, etag)
+        try:
+            target = os.readlink(blob)
+        except OSError:
+            return None
+        resolved = os.path.normpath(os.path.join(self.blobs, target))
+        name = os.path.basename(resolved)
+        if not XET_HASH_RE.fullmatch(name) or resolved != str(store_file(self.cache_dir, name)):
+            return None
+        if os.path.realpath(os.path.dirname(resolved)) != os.path.dirname(resolved):
+            return None  # a link planted on the way to the store leads elsewhere
+        return Path(resolved)
+
+    def store_lock(self, store: Path) -> Path:
+        """huggingface_hub's lock of one shared-store entry (held while it publishes, links or collects it)."""
+        return store.with_name(f"{store.name}.lock")
 
     def blob_lock(self, etag: str) -> Path:
         """The client's per-blob lock: holding it means nobody is downloading that blob."""
@@ -107,21 +155,35 @@ class RepoCache:
         return True
 
     def read_tree_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
-        """The client's cached listing ``trees/<commit>.json`` (format 1), or None."""
+        """The client's cached listing ``trees/<commit>.json``, entries in its JSON form, or None.
+
+        Read through huggingface_hub's own tree-cache code where it has one (1.x releases before
+        it wrote the same format, which only we used), after refusing a planted link.
+        """
         path = self.tree_cache(commit)
-        if path.is_symlink():
+        if path.is_symlink() or not is_within(path.parent, self.root):
             return None
-        data = read_json(path)
-        if not isinstance(data, dict) or data.get("format_version") != 1:
-            return None
-        files = data.get("files")
-        return files if isinstance(files, dict) else None
+        tree_cache = _client_tree_cache()
+        if tree_cache is None:
+            data = read_json(path)
+            if not isinstance(data, dict) or data.get("format_version") != 1:
+                return None
+            files = data.get("files")
+            return files if isinstance(files, dict) else None
+        entries = tree_cache.read_tree_cache(str(self.root), commit)
+        return None if entries is None else {p: e.to_json() for p, e in entries.items()}
 
     def write_tree_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
-        """Store a listing where the client looks for it, so it does not list the tree again."""
-        atomic_write_json(
-            self.tree_cache(commit), {"format_version": 1, "files": files}, root=self.cache_dir, repo_id=self.repo_id
-        )
+        """Store a listing where and as the client keeps it (``xet_hash`` included), so that it
+        neither lists the tree again nor sends a HEAD per Xet file."""
+        self.make_folders(self.tree_cache(commit).parent)
+        tree_cache = _client_tree_cache()
+        if tree_cache is None:
+            payload = {"format_version": 1, "files": files}
+            atomic_write_json(self.tree_cache(commit), payload, root=self.cache_dir, repo_id=self.repo_id)
+            return
+        entries = {p: tree_cache.TreeCacheEntry.from_json(info) for p, info in files.items()}
+        tree_cache.write_tree_cache(str(self.root), commit, entries)
 
     def require_inside(self, path: Path) -> None:
         """Refuse to write or delete through a folder that resolves outside the repo's cache folder."""
@@ -151,7 +213,7 @@ class RepoCache:
     # --- our own records ----------------------------------------------------------------------
     @property
     def own_dir(self) -> Path:
-        return self.cache_dir / OWN_DIR
+        return own_dir(self.cache_dir)
 
     @property
     def lock_path(self) -> Path:
@@ -195,6 +257,15 @@ class RepoCache:
                 repo_id=self.repo_id,
             )
         return relpath
+
+
+def _client_tree_cache() -> Any:
+    """huggingface_hub's tree-cache module, or None on releases without one (imported when first needed)."""
+    try:
+        from huggingface_hub import _tree_cache
+    except ImportError:
+        return None
+    return _tree_cache
 
 
 def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:

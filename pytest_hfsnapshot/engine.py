@@ -34,7 +34,7 @@ from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
 from . import retry
-from .cache import RepoCache, atomic_write_json, read_json
+from .cache import XET_HASH_RE, RepoCache, atomic_write_json, read_json
 from .errors import (
     AuthError,
     EntryNotFoundError,
@@ -62,7 +62,7 @@ METADATA_MARKERS = (
     "processor_config.json",
     "model_index.json",
 )
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 #: Wall-clock bound on one call's transient-failure handling, the client's own retries included.
 RETRY_DEADLINE = 300.0
 _SESSION_MAX_AGE = 3 * 24 * 3600
@@ -330,8 +330,8 @@ class _Engine:
             return None
         if not self._dirs_safe(commit, files):
             return None
-        snapshot_dir, blobs = str(self.repo.snapshot_dir(commit)), str(self.repo.blobs)
-        if any(check_file(snapshot_dir, blobs, f) is not None for f in files):
+        snapshot_dir = str(self.repo.snapshot_dir(commit))
+        if any(check_file(self.repo, snapshot_dir, f) is not None for f in files):
             return None
         if self.repo.incomplete_blobs():
             return None  # an orphan to clean up (or a download in flight): the slow path decides
@@ -467,6 +467,9 @@ class _Engine:
                 if item.lfs is not None:
                     entry["lfs_sha256"] = item.lfs.sha256
                     entry["lfs_size"] = item.lfs.size
+                xet_hash = getattr(item, "xet_hash", None)
+                if xet_hash:
+                    entry["xet_hash"] = xet_hash
                 out[item.path] = entry
             return out
 
@@ -484,7 +487,10 @@ class _Engine:
             etag = str(lfs or info["blob_id"])
             if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", etag):
                 raise ValueError(f"bad blob id {etag!r}")
-            listing[path] = ExpectedFile(path, size, etag, bool(lfs))
+            xet = str(info.get("xet_hash") or "")
+            if xet and not XET_HASH_RE.fullmatch(xet):
+                raise ValueError(f"bad xet hash {xet!r}")
+            listing[path] = ExpectedFile(path, size, etag, bool(lfs), xet=xet)
         return listing
 
     def _select(self, listing: dict[str, ExpectedFile], commit: str) -> list[ExpectedFile]:
@@ -604,7 +610,7 @@ class _Engine:
     def _download(self, commit: str, needed: list[ExpectedFile], blobs_before: set[str]) -> None:
         request = self.request
         backoff = self.backoff
-        snapshot_dir, blobs = str(self.repo.snapshot_dir(commit)), str(self.repo.blobs)
+        snapshot_dir = str(self.repo.snapshot_dir(commit))
         while True:
             failure: BaseException | None = None
             try:
@@ -624,7 +630,7 @@ class _Engine:
             still: list[ExpectedFile] = []
             fresh: list[ExpectedFile] = []
             for f in needed:
-                why = check_file(snapshot_dir, blobs, f)
+                why = check_file(self.repo, snapshot_dir, f)
                 if why is None:
                     fresh.append(f)
                 elif why.startswith("link points") and self._adopt(commit, f):
@@ -670,10 +676,10 @@ class _Engine:
     def _inspect(self, commit: str, files: list[ExpectedFile], *, hash_all: bool) -> dict[str, str]:
         """Why each problematic file is not usable as cached (missing, wrong size, wrong link, ...)."""
         self._dirs_safe(commit, files, repair=True)
-        snapshot_dir, blobs = str(self.repo.snapshot_dir(commit)), str(self.repo.blobs)
+        snapshot_dir = str(self.repo.snapshot_dir(commit))
         problems: dict[str, str] = {}
         for f in files:
-            why = check_file(snapshot_dir, blobs, f)
+            why = check_file(self.repo, snapshot_dir, f)
             if why is not None and not (why.startswith("link points") and self._adopt(commit, f)):
                 problems[f.path] = why
         if hash_all:
@@ -693,7 +699,7 @@ class _Engine:
         if name is None or name == f.blob_name:
             return False
         candidate = dataclasses.replace(f, blob=name)
-        if check_file(snapshot_dir, str(self.repo.blobs), candidate) is not None:
+        if check_file(self.repo, snapshot_dir, candidate) is not None:
             return False
         if hash_mismatches([(candidate, self.repo.blob(name))]):
             return False
@@ -750,7 +756,11 @@ class _Engine:
         return out
 
     def _remove(self, commit: str, f: ExpectedFile, *, blob: bool) -> None:
-        """Remove one bad link (and its blob), never following a symlink, only inside the repo folder."""
+        """Remove one bad link (and its blob), never following a symlink, only inside the repo folder.
+
+        Where the blob is a link into the shared blob store, the store file goes too if it is
+        damaged, so that the client fetches it again instead of linking it anew.
+        """
         link = self.repo.snapshot_dir(commit) / f.path
         self.repo.require_inside(link.parent)
         with self._blob_lock(f.blob_name):
@@ -758,8 +768,32 @@ class _Engine:
                 os.unlink(link)
             if blob:
                 self.repo.require_inside(self.repo.blobs)
+                store = self.repo.store_target(f.blob_name)
+                if store is not None:
+                    self._remove_store_file(store, f)
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.repo.blob(f.blob_name))
+
+    def _remove_store_file(self, store: Path, f: ExpectedFile) -> None:
+        """Delete a damaged shared-store file under huggingface_hub's lock for that entry.
+
+        Checked again under the lock: another process may have put a good copy there meanwhile,
+        and a good store file serves other repos. The file is unlinked, never written (it is
+        read-only by design). Its ``.refs`` manifest stays: it names the repo links, which point
+        at the same path again once the client publishes the new copy.
+        """
+        lock = FileLock(str(self.repo.store_lock(store)), mode=0o666, timeout=self.lock_timeout, is_singleton=False)
+        with lock:
+            try:
+                st = os.lstat(store)
+            except FileNotFoundError:
+                return
+            if not stat.S_ISREG(st.st_mode):
+                return  # not a store file of the client's making: not ours to remove
+            if st.st_size == f.size and not hash_mismatches([(f, store)]):
+                return
+            log.info("hfsnapshot: removing the damaged shared blob %s of %s", store, self.request.label)
+            os.unlink(store)
 
     def _remove_orphans(self) -> None:
         """Delete the repo's ``.incomplete`` blobs that nobody is writing, each under the client's blob lock.

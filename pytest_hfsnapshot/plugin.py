@@ -31,7 +31,7 @@ import pytest
 from huggingface_hub import constants as hf_constants
 
 from . import manifest
-from .cache import OWN_DIR, atomic_write_json, read_json
+from .cache import atomic_write_json, own_dir, read_json
 from .errors import AuthError, HfSnapshotError, InvalidRequestError, OfflineMissingError
 from .request import SnapshotRequest
 from .snapshot import Snapshot
@@ -392,7 +392,7 @@ class HfSnapshotSession:
     # Failures are shared with the other processes of the session through a small file in the
     # cache's own folder; a read-only cache just means each process finds out for itself.
     def _outcome_path(self, request: SnapshotRequest) -> Path:
-        folder = self.options.effective_cache_dir() / OWN_DIR / "outcomes" / self.session_id
+        folder = own_dir(self.options.effective_cache_dir()) / "outcomes" / self.session_id
         return folder / f"{_request_key(request)}.json"
 
     def _remember(self, request: SnapshotRequest, outcome: _Outcome) -> None:

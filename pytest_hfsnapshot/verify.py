@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cache import XET_HASH_RE, RepoCache
+
 _CHUNK = 1 << 20
 
 
@@ -25,6 +27,7 @@ class ExpectedFile:
     ``etag`` is the sha256 for LFS files and the git blob sha1 otherwise: the hash the contents
     must have, and the blob name the Hub's ETag gives. ``blob`` is set only when a server's ETag
     made the client name the blob otherwise (the contents were hashed and found right).
+    ``xet`` is the file's Xet hash when the listing gives one: the name of its shared-store file.
     """
 
     path: str
@@ -32,26 +35,27 @@ class ExpectedFile:
     etag: str
     lfs: bool
     blob: str = ""
+    xet: str = ""
 
     @property
     def blob_name(self) -> str:
         return self.blob or self.etag
 
     def to_json(self) -> list[object]:
-        out: list[object] = [self.path, self.size, self.etag, self.lfs]
-        return [*out, self.blob] if self.blob else out
+        return [self.path, self.size, self.etag, self.lfs, self.blob, self.xet]
 
     @classmethod
     def from_json(cls, raw: object) -> ExpectedFile:
-        if not isinstance(raw, list) or len(raw) not in (4, 5):
+        if not isinstance(raw, list) or len(raw) != 6:
             raise ValueError(f"bad record entry: {raw!r}")
-        path, size, etag, lfs = raw[:4]
-        blob = raw[4] if len(raw) == 5 else ""
-        if not (isinstance(path, str) and isinstance(size, int) and isinstance(etag, str) and isinstance(blob, str)):
+        path, size, etag, lfs, blob, xet = raw
+        if not all(isinstance(v, str) for v in (path, etag, blob, xet)) or not isinstance(size, int):
             raise ValueError(f"bad record entry: {raw!r}")
         if blob and not _BLOB_NAME.fullmatch(blob):
             raise ValueError(f"bad blob name in record: {blob!r}")
-        return cls(path, size, etag, bool(lfs), blob)
+        if xet and not XET_HASH_RE.fullmatch(xet):
+            raise ValueError(f"bad xet hash in record: {xet!r}")
+        return cls(path, size, etag, bool(lfs), blob, xet)
 
 
 _BLOB_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
@@ -117,12 +121,13 @@ def linked_blob_name(snapshot_dir: str, relpath: str) -> str | None:
     return name
 
 
-def check_file(snapshot_dir: str, blobs_dir: str, expected: ExpectedFile) -> str | None:
+def check_file(repo: RepoCache, snapshot_dir: str, expected: ExpectedFile) -> str | None:
     """Cheap check of one snapshot entry: None when fine, else why it is not.
 
-    The link must point at ``blobs/<etag>`` (so it cannot lead out of the cache), and the blob
-    must be a regular file, not a link, of the listed size. Caches on filesystems without
-    symlinks hold plain files instead; those only get the size check.
+    The link must point at ``blobs/<etag>`` (so it cannot lead out of the cache). That blob is a
+    regular file, or, for a Xet file, a link into the shared blob store whose file is regular;
+    either way of the listed size. Caches on filesystems without symlinks hold plain files
+    instead; those only get the size check.
     """
     link = os.path.join(snapshot_dir, expected.path)
     try:
@@ -136,6 +141,7 @@ def check_file(snapshot_dir: str, blobs_dir: str, expected: ExpectedFile) -> str
             target = os.readlink(link)
         except OSError:
             return "unreadable link"
+        blobs_dir = str(repo.blobs)
         blob = os.path.join(blobs_dir, expected.blob_name)
         if target != link_target(expected.path, expected.blob_name) and os.path.normpath(
             os.path.join(os.path.dirname(link), target)
@@ -147,6 +153,18 @@ def check_file(snapshot_dir: str, blobs_dir: str, expected: ExpectedFile) -> str
             return "dangling link (blob missing)"
         except OSError as error:
             return f"unreadable blob ({error.strerror})"
+        if stat.S_ISLNK(st.st_mode):
+            store = repo.store_target(expected.blob_name)
+            if store is None:
+                return "blob is a link that does not lead into the shared blob store"
+            if expected.xet and store.name != expected.xet:
+                return f"blob links to the store file {store.name[:12]} instead of {expected.xet[:12]}"
+            try:
+                st = os.lstat(store)
+            except FileNotFoundError:
+                return "dangling link (store file missing)"
+            except OSError as error:
+                return f"unreadable store file ({error.strerror})"
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
     if st.st_size != expected.size:

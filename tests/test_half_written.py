@@ -30,7 +30,7 @@ from pytest_hfsnapshot.testing import half_written as hw
 from pytest_hfsnapshot.testing.half_written import HalfWritten
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-OURS_OR_CLIENTS = {".hfsnapshot", ".locks", "CACHEDIR.TAG"}
+OURS_OR_CLIENTS = {".locks", "CACHEDIR.TAG"}
 ORPHAN_RE = re.compile(r"^(?P<etag>[0-9a-f]{40}|[0-9a-f]{64})\.[0-9a-f]{8}\.incomplete$")
 
 # Per repo type: the files, the largest one (what an interrupted download loses) and a small one.

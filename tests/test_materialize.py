@@ -22,6 +22,7 @@ from pytest_hfsnapshot import (
     VerificationError,
     materialize,
 )
+from pytest_hfsnapshot.cache import own_dir
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 WEIGHTS = bytes(range(256)) * 64  # 16 KiB, LFS by name
@@ -281,7 +282,7 @@ def test_record_is_not_trusted_when_a_file_vanishes(local_hub: LocalHub, repo: s
 
 def test_record_file_is_ours_and_deterministic(local_hub: LocalHub, repo: str) -> None:
     materialize("org/tiny", revision=repo)
-    records = list((local_hub.cache_dir / ".hfsnapshot" / "records" / "models--org--tiny").glob("*.json"))
+    records = list((own_dir(local_hub.cache_dir) / "records" / "models--org--tiny").glob("*.json"))
     assert len(records) == 1
     data = json.loads(records[0].read_text())
     assert data["commit"] == repo

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pytest_hfsnapshot.cache import own_dir
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 pytest.importorskip("xdist")
@@ -201,7 +202,7 @@ def test_auth_outcome_is_shared_across_workers(pytester: pytest.Pytester, local_
         @pytest.fixture
         def later():
             # Let the other worker meet the refusal first: wait until it has recorded it.
-            outcomes = pathlib.Path({str(local_hub.cache_dir)!r}) / ".hfsnapshot" / "outcomes"
+            outcomes = pathlib.Path({str(own_dir(local_hub.cache_dir))!r}) / "outcomes"
             deadline = time.monotonic() + 60
             while not list(outcomes.glob("*/*.json")) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -217,7 +218,7 @@ def test_auth_outcome_is_shared_across_workers(pytester: pytest.Pytester, local_
     # Two workers, one question to the Hub: the second worker read the first one's answer.
     assert local_hub.request_count("*org/gated-shared*") == alone
     # The session's outcome files are cleaned up by the controller.
-    assert not list((local_hub.cache_dir / ".hfsnapshot").glob("outcomes/*/*"))
+    assert not list(own_dir(local_hub.cache_dir).glob("outcomes/*/*"))
 
 
 def test_runs_without_xdist(pytester: pytest.Pytester, local_hub: LocalHub, tiny: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import InvalidRequestError, materialize
+from pytest_hfsnapshot.cache import own_dir
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import repo_files
@@ -19,7 +20,7 @@ def _rejected(hub: LocalHub, repo_id: Any = REPO, **kwargs: Any) -> InvalidReque
     with pytest.raises(InvalidRequestError) as caught:
         materialize(repo_id, **kwargs)
     assert hub.requests == [], f"{kwargs or repo_id!r} reached the Hub before being rejected"
-    assert not (hub.cache_dir / ".hfsnapshot").exists() and list(hub.cache_dir.iterdir()) == []
+    assert not own_dir(hub.cache_dir).exists() and list(hub.cache_dir.iterdir()) == []
     return caught.value
 
 

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import UnsafeCacheError, materialize
-from pytest_hfsnapshot.cache import RepoCache
+from pytest_hfsnapshot.cache import OWN_DIR, RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub, git_blob_sha1, is_lfs
 
 from .conftest import assert_snapshot_matches, repo_files, sha256, tree_digest
 
 REPO = "org/target"
 NEIGHBOUR = "org/neighbour"
-OWN = ("models--org--target", ".hfsnapshot", ".locks")
+OWN = ("models--org--target", ".locks")
 
 
 def etag_of(path: str, data: bytes) -> str:
@@ -253,10 +253,10 @@ def test_read_only_cache(local_hub: LocalHub, children: Any, without_dac_overrid
 
 
 OWN_FOLDERS = {
-    "own-dir": ".hfsnapshot",
-    "records": ".hfsnapshot/records/models--org--target",
-    "locks": ".hfsnapshot/locks",
-    "resolutions": ".hfsnapshot/resolutions",
+    "own-dir": OWN_DIR,
+    "records": f"{OWN_DIR}/records/models--org--target",
+    "locks": f"{OWN_DIR}/locks",
+    "resolutions": f"{OWN_DIR}/resolutions",
 }
 
 
