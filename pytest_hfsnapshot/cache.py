@@ -119,6 +119,34 @@ class RepoCache:
             return None  # a link planted on the way to the store leads elsewhere
         return Path(resolved)
 
+    def drop_store_reference(self, store: Path, etag: str) -> None:
+        """Take ``blobs/<etag>`` of this repo out of the store entry's ``.refs`` manifest (call under its lock).
+
+        The manifest lists, one per line relative to the cache, the repo links to the entry; the
+        client appends a line before it makes a link and reads them when it collects garbage.
+        """
+        manifest = store.with_name(f"{store.name}.refs")
+        try:
+            if manifest.is_symlink():
+                return
+            lines = manifest.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeError):
+            return
+        mine = f"{self.folder_name}/blobs/{etag}"
+        kept = [line for line in lines if line != mine]
+        if len(kept) == len(lines):
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{manifest.name}.", suffix=".tmp", dir=manifest.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write("".join(f"{line}\n" for line in kept))
+            os.chmod(tmp, 0o666)  # the client's mode: every user of a shared cache appends to it
+            os.replace(tmp, manifest)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
     def store_lock(self, store: Path) -> Path:
         """huggingface_hub's lock of one shared-store entry (held while it publishes, links or collects it)."""
         return store.with_name(f"{store.name}.lock")

@@ -758,8 +758,7 @@ class _Engine:
     def _remove(self, commit: str, f: ExpectedFile, *, blob: bool) -> None:
         """Remove one bad link (and its blob), never following a symlink, only inside the repo folder.
 
-        Where the blob is a link into the shared blob store, the store file goes too if it is
-        damaged, so that the client fetches it again instead of linking it anew.
+        Where the blob is a link into the shared blob store, see :meth:`_unlink_from_store`.
         """
         link = self.repo.snapshot_dir(commit) / f.path
         self.repo.require_inside(link.parent)
@@ -770,30 +769,32 @@ class _Engine:
                 self.repo.require_inside(self.repo.blobs)
                 store = self.repo.store_target(f.blob_name)
                 if store is not None:
-                    self._remove_store_file(store, f)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.repo.blob(f.blob_name))
+                    self._unlink_from_store(store, f)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.repo.blob(f.blob_name))
 
-    def _remove_store_file(self, store: Path, f: ExpectedFile) -> None:
-        """Delete a damaged shared-store file under huggingface_hub's lock for that entry.
+    def _unlink_from_store(self, store: Path, f: ExpectedFile) -> None:
+        """Remove the repo's link into the shared blob store, and the store file if it is damaged.
 
-        Checked again under the lock: another process may have put a good copy there meanwhile,
-        and a good store file serves other repos. The file is unlinked, never written (it is
-        read-only by design). Its ``.refs`` manifest stays: it names the repo links, which point
-        at the same path again once the client publishes the new copy.
+        All under huggingface_hub's lock for that store entry, as the client links and collects
+        there. The store file is checked again under the lock: another process may have put a
+        good copy there meanwhile, and a good store file serves other repos, so it stays. A bad
+        one is unlinked, never written (it is read-only by design), so that the client fetches it
+        again instead of linking it anew. The entry's ``.refs`` manifest loses this repo's line,
+        which the client writes back when it links the repo again.
         """
         lock = FileLock(str(self.repo.store_lock(store)), mode=0o666, timeout=self.lock_timeout, is_singleton=False)
         with lock:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 st = os.lstat(store)
-            except FileNotFoundError:
-                return
-            if not stat.S_ISREG(st.st_mode):
-                return  # not a store file of the client's making: not ours to remove
-            if st.st_size == f.size and not hash_mismatches([(f, store)]):
-                return
-            log.info("hfsnapshot: removing the damaged shared blob %s of %s", store, self.request.label)
-            os.unlink(store)
+                damaged = stat.S_ISREG(st.st_mode) and (st.st_size != f.size or bool(hash_mismatches([(f, store)])))
+                if damaged:
+                    log.info("hfsnapshot: removing the damaged shared blob %s of %s", store, self.request.label)
+                    os.unlink(store)
+            self.repo.drop_store_reference(store, f.blob_name)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.repo.blob(f.blob_name))
 
     def _remove_orphans(self) -> None:
         """Delete the repo's ``.incomplete`` blobs that nobody is writing, each under the client's blob lock.

@@ -40,12 +40,15 @@ Fixtures (registered by the plugin, no import needed):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import stat
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -85,7 +88,11 @@ def interrupted_download(
     ``refs/`` and ``trees/`` are written before any file, so they stay; the largest file's link
     and blob are gone, and ``blobs/<etag>.<8 hex>.incomplete`` holds the first half of it. The
     client names that file per download and never resumes or deletes it.
-    Returns ``[link, ..., blob, orphan]`` (every link of the snapshot to that blob).
+    On the Xet path the client streams into the same ``.incomplete`` name and publishes to the
+    shared blob store only once the file is complete, so a kill leaves no store file and no
+    repo link to it: both are removed here too.
+    Returns ``[link, ..., blob, orphan]`` (every link of the snapshot to that blob; with the
+    shared store, ``blob`` is the repo's link and the store file follows it).
     """
     repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
     entries = []
@@ -105,8 +112,13 @@ def interrupted_download(
     links = sorted(link for _, _, link, other in entries if other == blob)
     for link in links:
         link.unlink()
+    touched = [*links]
+    repo_blob = repo.blob(_etag(repo, commit, relpath, blob))
+    if repo_blob != blob and os.path.lexists(repo_blob):
+        repo_blob.unlink()
+        touched.append(repo_blob)
     blob.unlink()
-    return [*links, blob, orphan]
+    return [*touched, blob, orphan]
 
 
 def missing_file(
@@ -139,12 +151,14 @@ def truncated_blob(
 ) -> list[Path]:
     """A disk filled up (or a CI cache restore was cut short): the blob holds only its first half.
 
-    The client never re-checks a cached blob, online or offline, so it serves it as is.
-    Returns ``[blob]``.
+    The client never re-checks a cached blob, online or offline, so it serves it as is. Where the
+    blob links into the shared blob store, the store file it resolves to is cut (every repo
+    linking to it sees the damage). Returns ``[blob]`` (the file that was cut).
     """
     repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
     _, blob = _entry(repo, commit, filename, need_bytes=True)
-    os.truncate(blob, blob.stat().st_size // 2)
+    with _writable(blob):
+        os.truncate(blob, blob.stat().st_size // 2)
     return [blob]
 
 
@@ -159,12 +173,13 @@ def corrupted_blob(
     """Bit rot, a failing disk, or a proxy that altered a body: one byte flipped, size unchanged.
 
     Downloads are checked for length only and cached files never, so only a hash catches it.
-    Returns ``[blob]``.
+    Where the blob links into the shared blob store, the store file is damaged.
+    Returns ``[blob]`` (the file that was changed).
     """
     repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
     _, blob = _entry(repo, commit, filename, need_bytes=True)
     middle = blob.stat().st_size // 2
-    with open(blob, "r+b") as handle:
+    with _writable(blob), open(blob, "r+b") as handle:
         handle.seek(middle)
         byte = handle.read(1)[0]
         handle.seek(middle)
@@ -182,7 +197,9 @@ def dangling_link(
 ) -> list[Path]:
     """Someone freed disk space by deleting blobs (or a CI cache kept the links but not ``blobs/``).
 
-    The link stays, pointing at nothing. Returns ``[blob]``.
+    The link stays, pointing at nothing. Where the blob links into the shared blob store, the
+    store file is what goes (``hf cache`` garbage collection or a hand clean-up of ``blobs/``),
+    and the repo's link to it dangles. Returns ``[blob]`` (the file deleted).
     """
     repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
     link, blob = _entry(repo, commit, filename)
@@ -394,13 +411,34 @@ def _entry(repo: RepoCache, commit: str, filename: str, *, need_bytes: bool = Fa
     if not os.path.lexists(link):
         raise FileNotFoundError(f"{filename!r} of {repo.repo_type} {repo.repo_id!r} is not cached ({link}).")
     blob = Path(os.path.realpath(link)) if link.is_symlink() else link
-    if not is_within(blob, repo.root):
+    if not is_within(blob, repo.root) and blob != _store_file_of(repo, link):
         raise ValueError(f"{link} leads to {blob}, outside {repo.root}; refusing to touch it.")
     if not blob.is_file():
         raise FileNotFoundError(f"The blob of {filename!r} ({blob}) is not cached.")
     if need_bytes and blob.stat().st_size == 0:
         raise ValueError(f"{filename!r} is empty: there is no byte to damage.")
     return link, blob
+
+
+def _store_file_of(repo: RepoCache, link: Path) -> Path | None:
+    """The shared-store file behind a snapshot link, when its repo blob is a link into the store."""
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return None
+    name = os.path.basename(target)
+    return repo.store_target(name) if os.path.normpath(link.parent / target).endswith(f"/blobs/{name}") else None
+
+
+@contextlib.contextmanager
+def _writable(path: Path) -> Iterator[None]:
+    """Damage a file the client made read-only (the shared store's 0444 files), then restore its mode."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    os.chmod(path, mode | stat.S_IWUSR)
+    try:
+        yield
+    finally:
+        os.chmod(path, mode)
 
 
 def _etag(repo: RepoCache, commit: str, relpath: str, blob: Path) -> str:
