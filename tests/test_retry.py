@@ -1,0 +1,159 @@
+"""The failure table of ``retry``: what each answer means, who retries it, and how long to wait.
+
+Plain unit tests on the exception types huggingface_hub and its HTTP package raise; the
+behaviour against a live server is covered by the fault suites.
+"""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import huggingface_hub
+import pytest
+from huggingface_hub import errors as hf_errors
+
+from pytest_hfsnapshot import retry
+
+MAJOR = int(huggingface_hub.__version__.split(".")[0])
+
+
+def request(method: str, url: str) -> Any:
+    return SimpleNamespace(method=method, url=url)
+
+
+def http_error(
+    cls: type[hf_errors.HfHubHTTPError] = hf_errors.HfHubHTTPError,
+    status: int = 500,
+    *,
+    method: str = "GET",
+    url: str = "https://hub.test/org/x/resolve/main/model.safetensors",
+    headers: dict[str, str] | None = None,
+    message: str | None = None,
+) -> hf_errors.HfHubHTTPError:
+    # Only what the classification reads: the client's response class differs between 1.x and 2.x.
+    response: Any = SimpleNamespace(status_code=status, headers=headers or {}, request=request(method, url), url=url)
+    return cls(message or f"{status} error", response=response)
+
+
+def chained(outer: BaseException, inner: BaseException) -> BaseException:
+    try:
+        try:
+            raise inner
+        except BaseException as error:
+            raise outer from error
+    except BaseException as caught:
+        return caught
+
+
+@pytest.mark.parametrize("status", [408, 425, 429, 500, 502, 503, 504])
+def test_transient_statuses(status: int) -> None:
+    kind = retry.classify(http_error(status=status))
+    assert (kind.kind, kind.status) == ("transient", status)
+
+
+@pytest.mark.parametrize("status", [400, 405, 409, 416, 422])
+def test_other_client_errors_are_fatal(status: int) -> None:
+    assert retry.classify(http_error(status=status)).kind == "fatal"
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "reason"),
+    [
+        (http_error(hf_errors.GatedRepoError, 403), "auth", "gated"),
+        (http_error(hf_errors.RepositoryNotFoundError, 401), "auth", "not_found_or_private"),
+        (
+            http_error(
+                hf_errors.RepositoryNotFoundError, 401, message="401: Invalid credentials in Authorization header"
+            ),
+            "auth",
+            "unauthorized",
+        ),
+        (http_error(status=401), "auth", "unauthorized"),
+        (http_error(status=403), "auth", "unauthorized"),
+        (http_error(hf_errors.RevisionNotFoundError, 404), "revision_not_found", None),
+        (http_error(hf_errors.RemoteEntryNotFoundError, 404), "entry_not_found", None),
+    ],
+)
+def test_hub_answers(error: BaseException, kind: str, reason: str | None) -> None:
+    found = retry.classify(error)
+    assert (found.kind, found.auth_reason) == (kind, reason)
+
+
+def test_the_most_telling_link_of_a_chain_decides() -> None:
+    # transformers re-raises the Hub's refusal as OSError(...) from it.
+    wrapped = chained(OSError("Can't load config"), http_error(hf_errors.GatedRepoError, 403))
+    assert retry.classify(wrapped).auth_reason == "gated"
+    # huggingface_hub reports "unreachable and not cached" this way, whatever the cause.
+    unreachable = chained(hf_errors.LocalEntryNotFoundError("not cached"), ConnectionResetError("reset"))
+    assert retry.classify(unreachable).kind == "transient"
+
+
+def test_transport_errors_are_transient_but_offline_mode_is_not() -> None:
+    assert retry.classify(ConnectionResetError("reset")).kind == "transient"
+    assert retry.classify(TimeoutError("slow")).kind == "transient"
+    assert retry.classify(retry.ContentMismatch("cut")).kind == "transient"
+    assert retry.classify(hf_errors.OfflineModeIsEnabled("offline")).kind == "fatal"
+    assert retry.classify(ValueError("bug")).kind == "fatal"
+
+
+@pytest.mark.parametrize(("header", "seconds"), [("7", 7.0), ("0", 0.0), ("-3", 0.0), ("soon", None), (None, None)])
+def test_retry_after_is_read_from_the_answer(header: str | None, seconds: float | None) -> None:
+    headers = {} if header is None else {"Retry-After": header}
+    assert retry.classify(http_error(status=429, headers=headers)).retry_after == seconds
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "status", "retried"),
+    [
+        # A file's HEAD: the client retries 5xx, 408, 429 and transport errors (1 + 5 tries).
+        ("HEAD", "https://hub.test/org/x/resolve/main/a.bin", 503, True),
+        ("HEAD", "https://hub.test/org/x/resolve/main/a.bin", 429, True),
+        # A file's GET: only 408 and 429 (and some transport errors, below).
+        ("GET", "https://hub.test/org/x/resolve/main/a.bin", 429, True),
+        ("GET", "https://hub.test/org/x/resolve/main/a.bin", 408, True),
+        ("GET", "https://hub.test/org/x/resolve/main/a.bin", 503, False),
+        # The revision call: never retried by the client.
+        ("GET", "https://hub.test/api/models/org/x/revision/main", 503, False),
+        # Tree listings: retried by the client from 2.x on.
+        ("GET", "https://hub.test/api/models/org/x/tree/abc", 503, MAJOR >= 2),
+    ],
+)
+def test_which_failures_the_client_already_retried(method: str, url: str, status: int, retried: bool) -> None:
+    kind = retry.classify(http_error(status=status, method=method, url=url))
+    assert kind.client_retried is retried
+    assert retry.client_retried(request(method, url), status=status) is retried
+
+
+def test_client_retries_listings_follows_the_major_version() -> None:
+    assert retry.client_retries_listings() is (MAJOR >= 2)
+
+
+def test_transport_errors_the_client_get_retries() -> None:
+    get = request("GET", "https://hub.test/org/x/resolve/main/a.bin")
+    remote_protocol = type("RemoteProtocolError", (Exception,), {})
+    read_error = type("ReadError", (Exception,), {})
+    assert retry.client_retried(get, transport=remote_protocol("cut")) is True
+    assert retry.client_retried(get, transport=read_error("reset")) is False
+
+
+def test_backoff_budget_jitter_and_retry_after() -> None:
+    sleeps: list[float] = []
+    backoff = retry.Backoff(retries=3, base=0.5, cap=10.0, sleep=sleeps.append, rng=random.Random(1))
+
+    assert [backoff.wait(None) for _ in range(4)] == [True, True, True, False]
+    assert len(sleeps) == 3
+    for attempt, delay in enumerate(sleeps, start=1):
+        assert 0.0 <= delay <= min(10.0, 0.5 * 2 ** (attempt - 1))
+
+    honours = retry.Backoff(retries=1, sleep=sleeps.append, max_retry_after=60.0)
+    assert honours.next_delay(5.0) is not None and honours.next_delay(5.0) >= 5.0  # type: ignore[operator]
+    assert honours.next_delay(600.0) == 60.0  # capped: a hostile Retry-After cannot stall a run
+
+
+def test_backoff_stops_at_the_deadline() -> None:
+    import time
+
+    backoff = retry.Backoff(retries=10, deadline=time.monotonic() + 0.01, sleep=lambda _: None)
+    assert backoff.next_delay(5.0) is None
