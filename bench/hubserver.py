@@ -9,88 +9,66 @@ reset and read the counters, and set a per-stream bandwidth cap.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import multiprocessing
 import os
-import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-#: Per-file content spec sent to the server: an int is that many random bytes, a str is the text.
-FileSpec = int | str
-
-
-class PacedHub(LocalHub):
-    """A LocalHub whose bodies can be capped per stream (each response on its own).
-
-    ``LocalHub.slow`` shares one budget between all bodies; a real link to the Hub limits each
-    stream, which is what "two repos at once take as long as the slower one" needs to be
-    measurable on a 2-core machine where raw loopback transfers are CPU-bound.
-    """
-
-    stream_rate: float | None = None
-
-    def _write(self, write: Callable[[bytes], object], path: str, body: bytes) -> None:
-        rate = self.stream_rate
-        if rate is None or len(body) < 1 << 16:
-            super()._write(write, path, body)
-            return
-        start = time.monotonic()
-        sent = 0
-
-        def paced(chunk: bytes) -> object:
-            nonlocal sent
-            sent += len(chunk)
-            delay = start + sent / rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            return write(chunk)
-
-        super()._write(paced, path, body)
+#: Per-file content spec sent to the server: an int is that many random bytes, a str is the text,
+#: ``{"shared": key, "size": n}`` is n random bytes made once per key (the same bytes in every repo
+#: that names the key).
+FileSpec = int | str | dict[str, Any]
 
 
 def _stats(hub: LocalHub) -> dict[str, Any]:
-    with hub._lock:
-        requests = list(hub.requests)
-        served = dict(hub.bytes_served)
-
-    def count(pattern: str, method: str | None = None) -> int:
-        return sum(1 for m, p, _ in requests if fnmatch.fnmatchcase(p, pattern) and (method is None or m == method))
-
+    counters = hub.counters()  # one consistent copy: the figures below agree with each other
     return {
-        "requests": len(requests),
-        "revision_requests": count("/api/*/revision/*"),
-        "tree_requests": count("/api/*/tree/*"),
-        "resolve_head": count("*/resolve/*", "HEAD"),
-        "resolve_get": count("*/resolve/*", "GET"),
-        "errors": sum(1 for _, _, s in requests if s >= 400),
-        "bytes": sum(served.values()),
-        "file_bytes": sum(n for p, n in served.items() if "/resolve/" in p),
+        "requests": len(counters.records),
+        "revision_requests": counters.request_count("/api/*/revision/*"),
+        "tree_requests": counters.request_count("/api/*/tree/*"),
+        "resolve_head": counters.request_count("*/resolve/*", "HEAD"),
+        "resolve_get": counters.request_count("*/resolve/*", "GET"),
+        "head_requests": counters.request_count(None, "HEAD"),
+        "errors": sum(1 for r in counters.records if r.status >= 400),
+        "bytes": counters.bytes_served,
+        # File bytes on every origin: /resolve itself, and the CDN and CAS requests for a file,
+        # which match as that file's /resolve path.
+        "file_bytes": counters.served("*/resolve/*"),
     }
 
 
 def _serve(conn: Connection, tree_page_size: int) -> None:
-    hub = PacedHub(tree_page_size=tree_page_size)
+    hub = LocalHub(tree_page_size=tree_page_size)
     hub.start()
     conn.send(hub.url)
 
+    shared: dict[str, bytes] = {}
+
+    def content(spec: FileSpec) -> bytes | str:
+        if isinstance(spec, int):
+            return os.urandom(spec)  # incompressible: Xet can neither compress nor deduplicate it
+        if isinstance(spec, dict):
+            if spec["shared"] not in shared:
+                shared[spec["shared"]] = os.urandom(spec["size"])
+            return shared[spec["shared"]]
+        return spec
+
     def add_repo(repo_id: str, files: dict[str, FileSpec], repo_type: str = "model") -> dict[str, Any]:
-        contents = {path: os.urandom(spec) if isinstance(spec, int) else spec for path, spec in files.items()}
+        contents = {path: content(spec) for path, spec in files.items()}
         commit = hub.add_repo(repo_id, contents, repo_type=repo_type)
         sizes = {path: len(data) if isinstance(data, bytes) else len(data.encode()) for path, data in contents.items()}
         return {"commit": commit, "sizes": sizes}
-
-    def set_stream_rate(rate: float | None) -> None:
-        hub.stream_rate = rate
 
     handlers: dict[str, Callable[..., Any]] = {
         "add_repo": add_repo,
         "reset": hub.reset_counters,
         "stats": lambda: _stats(hub),
-        "set_stream_rate": set_stream_rate,
+        "xet": lambda: hub.xet,
+        # A per-stream cap (each body on its own), as a real link to the Hub limits each stream.
+        "set_stream_rate": hub.slow_each,
     }
     try:
         while True:
@@ -130,8 +108,12 @@ class HubProcess:
         return value
 
     def add_repo(self, repo_id: str, files: dict[str, FileSpec], repo_type: str = "model") -> dict[str, Any]:
-        """Commit ``files`` (int: that many random bytes; str: text); returns commit and sizes."""
+        """Commit ``files`` (see :data:`FileSpec`); returns commit and sizes."""
         return dict(self._call("add_repo", repo_id, files, repo_type=repo_type))
+
+    def xet(self) -> bool:
+        """Whether the Hub serves LFS files from Xet storage (hf_xet is installed)."""
+        return bool(self._call("xet"))
 
     def reset(self) -> None:
         self._call("reset")

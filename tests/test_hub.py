@@ -1,17 +1,26 @@
-"""The local Hub double, driven by the real huggingface_hub client (1.x and 2.x)."""
+"""The local Hub double, driven by the real huggingface_hub client (1.x and 2.x) and hf_xet.
+
+Every test that uses ``local_hub`` runs on the client's three transfer paths (``tests/conftest.py``):
+Xet into the shared blob store, Xet with repo-local blobs, plain HTTP through the CDN origin. A
+test of the server's own answers pins one (``SERVER``); a test of plain-HTTP storage uses
+``@pytest.mark.local_hub(xet=False)`` (``plain_storage``); ``STORAGES`` runs a test on both storages.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
 import os
+import random
 import subprocess
 import sys
 import threading
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlsplit
 
 import huggingface_hub
 import pytest
@@ -38,7 +47,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import _http
 
-from pytest_hfsnapshot.testing.hub import LocalHub, git_blob_sha1
+from pytest_hfsnapshot.testing.hub import LocalHub, client_patches, git_blob_sha1
 
 # The HTTP library of the installed huggingface_hub line: httpx (1.x) or httpx2 (2.x).
 HTTP = importlib.import_module("httpx2" if hasattr(_http, "httpx2") else "httpx")
@@ -52,6 +61,20 @@ FILES: dict[str, bytes | str] = {
     "tokenizer/deep/merges.txt": "a b\n",
     "README.md": "# tiny\n",
 }
+INVALID = "Invalid credentials in Authorization header"
+
+T = TypeVar("T", bound=Callable[..., object])
+
+SERVER = pytest.mark.transports("xet")
+"""A test of the server's own answers: one client transport is enough."""
+
+STORAGES = pytest.mark.parametrize("storage", ["xet", pytest.param("plain", marks=pytest.mark.local_hub(xet=False))])
+"""Run the test on Xet storage (the default when hf_xet is installed) and on plain-HTTP storage."""
+
+
+def plain_storage(test: T) -> T:
+    """The hub serves LFS files by plain HTTP at /resolve (``xet=False``): every transport is the same."""
+    return pytest.mark.local_hub(xet=False)(pytest.mark.transports("http")(test))
 
 
 def sha256(data: bytes) -> str:
@@ -62,11 +85,21 @@ def blob_dir(cache_dir: Path, repo_id: str, repo_type: str = "model") -> Path:
     return cache_dir / f"{repo_type}s--{repo_id.replace('/', '--')}" / "blobs"
 
 
+def size_of(content: bytes | str) -> int:
+    return len(content.encode() if isinstance(content, str) else content)
+
+
+def xet_hash_of(repo_id: str, path: str, revision: str = "main", repo_type: str = "model") -> str:
+    (entry,) = HfApi().get_paths_info(repo_id, [path], revision=revision, repo_type=repo_type)
+    assert isinstance(entry, RepoFile) and entry.xet_hash is not None
+    return entry.xet_hash
+
+
 @pytest.fixture
 def client_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Record the client's backoff sleeps instead of sleeping, so retry tests stay fast.
 
-    Only huggingface_hub's own modules see the stand-in; the server keeps real time.
+    Only huggingface_hub's own modules see the stand-in; the server (and hf_xet) keep real time.
     """
     import huggingface_hub.file_download as file_download
 
@@ -87,6 +120,7 @@ def hub(local_hub: LocalHub) -> LocalHub:
 # -- the fixture and configure_client ----------------------------------------------------------
 
 
+@SERVER
 def test_fixture_points_the_client_at_the_hub_and_an_empty_cache(local_hub: LocalHub) -> None:
     assert local_hub.cache_dir is not None
     assert local_hub.cache_dir.is_absolute()
@@ -102,8 +136,55 @@ def test_fixture_points_the_client_at_the_hub_and_an_empty_cache(local_hub: Loca
     assert os.environ["HF_HUB_CACHE"] == str(local_hub.cache_dir)
     assert os.environ["HF_HUB_OFFLINE"] == "0"
     assert "HF_TOKEN" not in os.environ
+    # hf_xet's logs and staging go to the test's home, not to ~/.cache.
+    assert Path(os.environ["HF_XET_CACHE"]).parent == Path(os.environ["HF_HOME"]) == Path(constants.HF_HOME)
+    assert {"127.0.0.1", "127.0.0.2", "localhost"} <= set(os.environ["NO_PROXY"].split(","))
+    assert local_hub.xet
+    assert urlsplit(local_hub.cdn_url).hostname == "127.0.0.2"
+    assert urlsplit(local_hub.cas_url).hostname == "127.0.0.1"
+    assert len({local_hub.url, local_hub.cas_url, local_hub.cdn_url}) == 3
 
 
+def test_client_patches_leave_xet_as_the_environment_has_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    patches = client_patches("http://127.0.0.1:1234", tmp_path / "cache", tmp_path / "home")
+
+    assert "HF_HUB_DISABLE_XET" not in patches.environ
+    assert "HF_HUB_DISABLE_XET" not in {name for _, name, _ in patches.attributes}
+    assert patches.environ["HF_XET_CACHE"] == str(tmp_path / "home" / "xet")
+    assert patches.environ["NO_PROXY"] == "internal.example,127.0.0.1,127.0.0.2,localhost"
+
+
+def test_local_hub_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_default(local_hub):
+            assert local_hub.xet
+
+        @pytest.mark.local_hub(xet=False)
+        def test_plain(local_hub):
+            assert not local_hub.xet
+            with pytest.raises(RuntimeError, match="without Xet"):
+                local_hub.cas_url
+
+        @pytest.mark.local_hub(tree_page_size=3, xet_token_ttl=5)
+        def test_options(local_hub):
+            assert (local_hub.tree_page_size, local_hub.xet_token_ttl) == (3, 5)
+
+        @pytest.mark.local_hub(False)
+        def test_positional(local_hub):
+            pass
+        """
+    )
+    result = pytester.runpytest("--strict-markers")
+
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(["*local_hub takes keywords only*"])
+
+
+@SERVER
 def test_bare_snapshot_download_goes_to_the_hub(hub: LocalHub) -> None:
     path = Path(snapshot_download("org/tiny"))
 
@@ -114,12 +195,14 @@ def test_bare_snapshot_download_goes_to_the_hub(hub: LocalHub) -> None:
 
 
 def test_ambient_token_is_hidden_then_usable(local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch) -> None:
-    local_hub.add_repo("org/secret", {"config.json": CONFIG}, private=True)
+    local_hub.add_repo("org/secret", {"config.json": CONFIG, "model.safetensors": WEIGHTS}, private=True)
     with pytest.raises(RepositoryNotFoundError):
         snapshot_download("org/secret")
 
     monkeypatch.setenv("HF_TOKEN", local_hub.token)
-    assert Path(snapshot_download("org/secret"), "config.json").read_text() == CONFIG
+    path = Path(snapshot_download("org/secret"))
+    assert (path / "config.json").read_text() == CONFIG
+    assert (path / "model.safetensors").read_bytes() == WEIGHTS
 
 
 def test_configure_client_works_without_pytest_and_restores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,11 +211,13 @@ def test_configure_client_works_without_pytest_and_restores(tmp_path: Path, monk
     ports = set()
     for round_ in range(2):  # a new server on a new port each time: no stale client session
         with LocalHub() as hub, hub.configure_client(tmp_path / f"cache{round_}") as cache:
-            hub.add_repo("org/tiny", {"config.json": CONFIG})
+            hub.add_repo("org/tiny", {"config.json": CONFIG, "model.safetensors": WEIGHTS})
             ports.add(hub.url)
             assert huggingface_hub.get_token() is None
-            assert Path(snapshot_download("org/tiny"), "config.json").is_relative_to(cache)
-            assert hub.request_count("*/resolve/*") == 2
+            path = Path(snapshot_download("org/tiny"))
+            assert path.is_relative_to(cache)
+            assert (path / "model.safetensors").read_bytes() == WEIGHTS
+            assert hub.request_count("*/resolve/*/config.json") == 2
     assert len(ports) == 2
     assert endpoint_before == constants.ENDPOINT
     assert cache_before == constants.HF_HUB_CACHE
@@ -140,30 +225,75 @@ def test_configure_client_works_without_pytest_and_restores(tmp_path: Path, monk
     assert "HF_ENDPOINT" not in os.environ or os.environ["HF_ENDPOINT"] != hub.url
 
 
-def test_child_processes_reach_the_hub_through_the_environment(hub: LocalHub) -> None:
+def test_child_processes_reach_the_hub_through_the_environment(hub: LocalHub, transport: str) -> None:
     code = "import huggingface_hub as h; print(h.snapshot_download('org/tiny'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
 
     assert hub.cache_dir is not None
-    assert Path(done.stdout.strip()).is_relative_to(hub.cache_dir)
+    path = Path(done.stdout.strip())
+    assert path.is_relative_to(hub.cache_dir)
+    assert (path / "model.safetensors").read_bytes() == WEIGHTS
     assert hub.request_count("*/resolve/*/config.json", method="GET") == 1
+    # The child took the transfer path the environment asked for.
+    assert (hub.counters().request_count(method="GET", pattern="/cdn/*") == 1) == (transport == "http")
+    assert (hub.request_count("*/reconstructions/*") == 1) == (transport != "http")
 
 
+@SERVER
 def test_telemetry_route_is_absent(local_hub: LocalHub) -> None:
     assert get_session().get(f"{local_hub.url}/api/agent-harnesses").status_code == 404
 
 
+@SERVER
 def test_whoami(local_hub: LocalHub) -> None:
     assert HfApi().whoami(token=local_hub.token)["name"] == "local-hub-user"
     with pytest.raises(HfHubHTTPError):
         HfApi().whoami(token="hf_wrong")
 
 
+@SERVER
+def test_a_token_other_than_the_hubs_is_refused_on_every_endpoint(hub: LocalHub) -> None:
+    commit = HfApi().model_info("org/tiny").sha
+    session = get_session()
+    wrong = {"Authorization": "Bearer hf_wrong"}
+    api = f"{hub.url}/api/models/org/tiny"
+    gets = [
+        api,
+        f"{api}/revision/main",
+        f"{api}/tree/main",
+        f"{api}/refs",
+        f"{api}/xet-read-token/main",
+        f"{hub.url}/api/whoami-v2",
+        f"{hub.url}/api/agent-harnesses",
+        hf_hub_url("org/tiny", "config.json"),
+        hf_hub_url("org/tiny", "model.safetensors"),
+        f"{hub.url}/api/models/org/nothing/revision/main",
+    ]
+    answers = [session.get(url, headers=wrong, follow_redirects=False) for url in gets]
+    answers.append(session.head(hf_hub_url("org/tiny", "config.json"), headers=wrong))
+    answers.append(session.post(f"{api}/paths-info/main", data={"paths": ["config.json"]}, headers=wrong))
+    # The CAS refuses a token it did not hand out the same way.
+    xet_hash = xet_hash_of("org/tiny", "model.safetensors", commit or "main")
+    answers.append(session.get(f"{hub.cas_url}/v2/reconstructions/{xet_hash}", headers=wrong))
+
+    assert [(a.status_code, a.headers.get("X-Error-Message")) for a in answers] == [(401, INVALID)] * len(answers)
+    assert all("X-Error-Code" not in a.headers for a in answers)
+    # The client tells it apart from a missing repo; without any token the repo is public again.
+    with pytest.raises(HfHubHTTPError) as raised:
+        HfApi().model_info("org/tiny", token="hf_wrong")
+    assert not isinstance(raised.value, RepositoryNotFoundError)
+    assert raised.value.response.status_code == 401
+    assert session.get(f"{api}/revision/main").status_code == 200
+
+
 # -- repos, revisions, listings ------------------------------------------------------------------
 
 
+@STORAGES
 @pytest.mark.parametrize(("repo_type", "prefix"), [("model", ""), ("dataset", "datasets/"), ("space", "spaces/")])
-def test_snapshot_and_file_download_for_each_repo_type(local_hub: LocalHub, repo_type: str, prefix: str) -> None:
+def test_snapshot_and_file_download_for_each_repo_type(
+    local_hub: LocalHub, repo_type: str, prefix: str, storage: str
+) -> None:
     commit = local_hub.add_repo("org/thing", FILES, repo_type=repo_type)
 
     path = Path(snapshot_download("org/thing", repo_type=repo_type))
@@ -175,13 +305,19 @@ def test_snapshot_and_file_download_for_each_repo_type(local_hub: LocalHub, repo
     assert Path(single).read_text() == CONFIG
     plural = f"{repo_type}s"
     assert local_hub.request_count(f"/api/{plural}/org/thing/revision/main") == 1
-    assert local_hub.request_count(f"/{prefix}org/thing/resolve/{commit}/*", method="GET") == len(FILES)
+    resolve = f"/{prefix}org/thing/resolve/{commit}/"
+    assert local_hub.request_count(resolve + "config.json", method="GET") == 1
+    # Each file's bytes went out, whichever origin served them: CDN and CAS requests count as the
+    # file's own resolve path. (Xorbs hold these weights compressed.)
+    assert all(local_hub.served(resolve + name) > 0 for name in FILES)
+    assert local_hub.served(resolve + "model.safetensors") < 2 * len(WEIGHTS)
     info = HfApi().repo_info("org/thing", repo_type=repo_type)
     assert isinstance(info, (ModelInfo, DatasetInfo, SpaceInfo))
     assert info.sha == commit
     assert sorted(s.rfilename for s in info.siblings or []) == sorted(FILES)
 
 
+@SERVER
 def test_info_endpoints(local_hub: LocalHub) -> None:
     model = local_hub.add_repo("org/m", FILES)
     dataset = local_hub.add_repo("org/d", {"README.md": "# d"}, repo_type="dataset", gated=True)
@@ -199,11 +335,15 @@ def test_info_endpoints(local_hub: LocalHub) -> None:
     assert api.space_info("org/s").sha == space
 
 
-def test_branches_tags_and_several_commits(local_hub: LocalHub) -> None:
-    first = local_hub.add_repo("org/r", {"config.json": "1"}, tag="v1")
-    second = local_hub.add_repo("org/r", {"config.json": "2", "extra.txt": "e"})
-    dev = local_hub.add_repo("org/r", {"config.json": "dev"}, branch="dev")
-    pr = local_hub.add_repo("org/r", {"config.json": "pr"}, branch="refs/pr/1")
+@STORAGES
+def test_branches_tags_and_several_commits(local_hub: LocalHub, storage: str) -> None:
+    def files(label: str, **extra: str) -> dict[str, bytes | str]:
+        return {"config.json": label, "model.safetensors": label.encode() * 100, **extra}
+
+    first = local_hub.add_repo("org/r", files("1"), tag="v1")
+    second = local_hub.add_repo("org/r", files("2", **{"extra.txt": "e"}))
+    dev = local_hub.add_repo("org/r", files("dev"), branch="dev")
+    pr = local_hub.add_repo("org/r", files("pr"), branch="refs/pr/1")
 
     assert len({first, second, dev, pr}) == 4
     assert all(len(c) == 40 and int(c, 16) >= 0 for c in (first, second, dev, pr))
@@ -212,12 +352,14 @@ def test_branches_tags_and_several_commits(local_hub: LocalHub) -> None:
         path = Path(snapshot_download("org/r", revision=revision))
         assert path.name == commit
         assert (path / "config.json").read_text() == content
+        assert (path / "model.safetensors").read_bytes() == content.encode() * 100
     # Each commit's tree is exactly its files: the second commit added a file, the tag's did not.
     assert not (Path(snapshot_download("org/r", revision="v1")) / "extra.txt").exists()
     # A 40-hex commit needs no revision lookup.
     assert local_hub.request_count(f"*/revision/{first}") == 0
 
     assert Path(hf_hub_download("org/r", "config.json", revision="refs/pr/1")).read_text() == "pr"
+    assert Path(hf_hub_download("org/r", "model.safetensors", revision="refs/pr/1")).read_bytes() == b"pr" * 100
     assert local_hub.request_count("/org/r/resolve/refs/pr/1/config.json", method="HEAD") == 1
     api = HfApi()
     assert api.model_info("org/r", revision="refs/pr/1").sha == pr
@@ -229,6 +371,7 @@ def test_branches_tags_and_several_commits(local_hub: LocalHub) -> None:
     assert [p.name for p in refs.pull_requests or []] == ["refs/pr/1"]
 
 
+@SERVER
 def test_tree_listing_is_paginated(hub: LocalHub) -> None:
     hub.tree_page_size = 2
     entries = list(HfApi().list_repo_tree("org/tiny", recursive=True))
@@ -252,6 +395,7 @@ def test_snapshot_download_follows_tree_pages(hub: LocalHub) -> None:
     assert hub.request_count("/api/models/org/tiny/tree/*") == 3
 
 
+@SERVER
 def test_paths_info_and_file_exists(hub: LocalHub) -> None:
     api = HfApi()
     infos = {i.path: i for i in api.get_paths_info("org/tiny", ["config.json", "tokenizer", "missing.txt"])}
@@ -262,7 +406,33 @@ def test_paths_info_and_file_exists(hub: LocalHub) -> None:
     assert not api.file_exists("org/other", "config.json")
 
 
-def test_lfs_and_git_etags_name_the_cached_blobs(local_hub: LocalHub) -> None:
+@STORAGES
+@SERVER
+def test_listings_carry_the_xet_hash_of_xet_backed_files(local_hub: LocalHub, storage: str) -> None:
+    twin = os.urandom(1000)
+    local_hub.add_repo("org/a", {"config.json": CONFIG, "model.safetensors": WEIGHTS, "big.txt": "x" * (1 << 20)})
+    local_hub.add_repo("org/b", {"weights.bin": twin, "copy.bin": twin}, repo_type="dataset")
+    api = HfApi()
+
+    tree = {e.path: e for e in api.list_repo_tree("org/a") if isinstance(e, RepoFile)}
+    infos = {e.path: e for e in api.get_paths_info("org/a", list(tree)) if isinstance(e, RepoFile)}
+    pair = [e for e in api.list_repo_tree("org/b", repo_type="dataset") if isinstance(e, RepoFile)]
+
+    assert tree["config.json"].xet_hash is None
+    for name in ("model.safetensors", "big.txt"):  # LFS by suffix, LFS by size
+        if storage == "xet":
+            assert tree[name].xet_hash is not None and len(tree[name].xet_hash) == 64
+        else:
+            assert tree[name].xet_hash is None
+        assert infos[name].xet_hash == tree[name].xet_hash
+    # Same bytes, same xet hash: a content hash, whatever the path or the repo.
+    assert pair[0].xet_hash == pair[1].xet_hash
+    if storage == "xet":
+        assert tree["model.safetensors"].xet_hash != tree["big.txt"].xet_hash
+
+
+@STORAGES
+def test_lfs_and_git_etags_name_the_cached_blobs(local_hub: LocalHub, storage: str) -> None:
     big_text = b"0123456789abcdef" * (1024 * 64)  # exactly 1 MiB: LFS by size
     files = {"config.json": CONFIG.encode(), "model.safetensors": WEIGHTS, "big.txt": big_text}
     commit = local_hub.add_repo("org/lfs", files)
@@ -275,6 +445,7 @@ def test_lfs_and_git_etags_name_the_cached_blobs(local_hub: LocalHub) -> None:
         if name == "config.json":
             assert meta.etag == entry.blob_id == git_blob_sha1(data)
             assert entry.lfs is None
+            assert meta.xet_file_data is None
         else:
             pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256(data)}\nsize {len(data)}\n"
             assert meta.etag == sha256(data)
@@ -285,6 +456,9 @@ def test_lfs_and_git_etags_name_the_cached_blobs(local_hub: LocalHub) -> None:
                 len(pointer),
             )
             assert entry.blob_id == git_blob_sha1(pointer.encode())
+            xet = meta.xet_file_data
+            assert (xet is not None) == (storage == "xet")
+            assert xet is None or xet.file_hash == entry.xet_hash
         assert entry.size == len(data)
 
     snapshot_download("org/lfs")
@@ -293,9 +467,10 @@ def test_lfs_and_git_etags_name_the_cached_blobs(local_hub: LocalHub) -> None:
     assert blobs == sorted([git_blob_sha1(CONFIG.encode()), sha256(WEIGHTS), sha256(big_text)])
 
 
+@plain_storage
 def test_file_headers_never_advertise_xet_or_redirect(hub: LocalHub) -> None:
-    lfs = get_session().head(hf_hub_url("org/tiny", "model.safetensors"))
-    small = get_session().head(hf_hub_url("org/tiny", "config.json"))
+    lfs = get_session().head(hf_hub_url("org/tiny", "model.safetensors"), follow_redirects=False)
+    small = get_session().head(hf_hub_url("org/tiny", "config.json"), follow_redirects=False)
 
     assert lfs.status_code == small.status_code == 200
     assert lfs.headers["X-Linked-Etag"] == f'"{sha256(WEIGHTS)}"'
@@ -304,13 +479,60 @@ def test_file_headers_never_advertise_xet_or_redirect(hub: LocalHub) -> None:
     assert small.headers["ETag"] == f'"{git_blob_sha1(CONFIG.encode())}"'
     for response in (lfs, small):
         assert "X-Xet-Hash" not in response.headers
+        assert "Link" not in response.headers
         assert len(response.headers["X-Repo-Commit"]) == 40
-    assert hub.bytes_served.get("/org/tiny/resolve/main/config.json", 0) == 0
+    assert hub.served("/org/tiny/resolve/main/config.json") == 0
+    assert get_session().get(f"{hub.url}/api/models/org/tiny/xet-read-token/main").status_code == 404
 
 
-def test_range_requests(hub: LocalHub) -> None:
+@SERVER
+def test_xet_file_resolves_to_a_302_to_the_cdn_carrying_the_metadata(hub: LocalHub) -> None:
+    commit = HfApi().model_info("org/tiny").sha
     url = hf_hub_url("org/tiny", "model.safetensors")
     session = get_session()
+
+    head = session.head(url, follow_redirects=False)
+    get = session.get(url, follow_redirects=False)
+    small = session.head(hf_hub_url("org/tiny", "config.json"), follow_redirects=False)
+
+    xet_hash = xet_hash_of("org/tiny", "model.safetensors")
+    for response in (head, get):
+        assert response.status_code == 302
+        assert response.content == b""
+        assert response.headers["X-Xet-Hash"] == xet_hash
+        assert response.headers["ETag"] == response.headers["X-Linked-Etag"] == f'"{sha256(WEIGHTS)}"'
+        assert response.headers["X-Linked-Size"] == str(len(WEIGHTS))
+        assert response.headers["X-Repo-Commit"] == commit
+        refresh = f"{hub.url}/api/models/org/tiny/xet-read-token/{commit}"
+        assert f'<{refresh}>; rel="xet-auth"' in response.headers["Link"]
+        location = response.headers["Location"]
+        assert location == f"{hub.cdn_url}/cdn/models/org%2Ftiny/{commit}/model.safetensors"
+        assert urlsplit(location).hostname == "127.0.0.2"
+    # The client reads the same from the 302 (it does not follow it to another host).
+    meta = get_hf_file_metadata(url)
+    assert meta.xet_file_data is not None
+    assert (meta.xet_file_data.file_hash, meta.xet_file_data.refresh_route) == (xet_hash, refresh)
+    assert (meta.etag, meta.size, meta.commit_hash) == (sha256(WEIGHTS), len(WEIGHTS), commit)
+    # A small file is served in place.
+    assert small.status_code == 200
+    assert "X-Xet-Hash" not in small.headers
+    # The CDN is "presigned": no token, and it serves HEAD, GET and ranges.
+    cdn_head = session.head(head.headers["Location"])
+    cdn_get = session.get(head.headers["Location"])
+    assert (cdn_head.status_code, cdn_head.headers["Content-Length"]) == (200, str(len(WEIGHTS)))
+    assert (cdn_get.status_code, cdn_get.content) == (200, WEIGHTS)
+    assert cdn_get.headers["ETag"] == f'"{sha256(WEIGHTS)}"'
+    assert session.get(f"{hub.cdn_url}/cdn/models/org%2Ftiny/{'0' * 40}/model.safetensors").status_code == 404
+
+
+@STORAGES
+@SERVER
+def test_range_requests(hub: LocalHub, storage: str) -> None:
+    session = get_session()
+    url = hf_hub_url("org/tiny", "model.safetensors")
+    if storage == "xet":  # the bytes are on the CDN
+        url = session.head(url, follow_redirects=False).headers["Location"]
+    hub.reset_counters()
 
     middle = session.get(url, headers={"Range": "bytes=10-19"})
     tail = session.get(url, headers={"Range": "bytes=-5"})
@@ -323,28 +545,33 @@ def test_range_requests(hub: LocalHub) -> None:
     assert rest.content == WEIGHTS[3000:]
     assert beyond.status_code == 416
     assert beyond.headers["Content-Range"] == f"bytes */{len(WEIGHTS)}"
-    path = "/org/tiny/resolve/main/model.safetensors"
-    assert hub.bytes_served[path] == 10 + 5 + (len(WEIGHTS) - 3000) + len(beyond.content)
+    assert hub.served("*model.safetensors") == 10 + 5 + (len(WEIGHTS) - 3000) + len(beyond.content)
+    assert hub.bytes_served == hub.served("*model.safetensors")
 
 
 # -- access control and not-found errors -----------------------------------------------------
 
 
-def test_private_repo_is_not_found_on_every_endpoint_without_the_token(local_hub: LocalHub) -> None:
+@STORAGES
+def test_private_repo_is_not_found_on_every_endpoint_without_the_token(local_hub: LocalHub, storage: str) -> None:
     local_hub.add_repo("org/private", FILES, private=True)
     api = HfApi()
+    session = get_session()
 
     with pytest.raises(RepositoryNotFoundError) as raised:
         snapshot_download("org/private")
     assert not isinstance(raised.value, GatedRepoError)
     with pytest.raises(RepositoryNotFoundError):
-        hf_hub_download("org/private", "config.json")
+        hf_hub_download("org/private", "model.safetensors")
     with pytest.raises(RepositoryNotFoundError):
         list(api.list_repo_tree("org/private"))
     with pytest.raises(RepositoryNotFoundError):
         api.get_paths_info("org/private", ["config.json"])
-    raw = get_session().get(hf_hub_url("org/private", "config.json"))
+    raw = session.get(hf_hub_url("org/private", "config.json"))
     assert (raw.status_code, raw.headers["X-Error-Code"]) == (401, "RepoNotFound")
+    if storage == "xet":
+        token = session.get(f"{local_hub.url}/api/models/org/private/xet-read-token/main")
+        assert (token.status_code, token.headers["X-Error-Code"]) == (401, "RepoNotFound")
     assert {status for _, _, status in local_hub.requests} == {401}
 
     path = Path(snapshot_download("org/private", token=local_hub.token))
@@ -352,6 +579,7 @@ def test_private_repo_is_not_found_on_every_endpoint_without_the_token(local_hub
     assert api.model_info("org/private", token=local_hub.token).private is True
 
 
+@SERVER
 def test_private_flag_applies_from_that_commit_on(local_hub: LocalHub) -> None:
     local_hub.add_repo("org/r", {"config.json": "1"})
     assert HfApi().model_info("org/r").sha
@@ -360,24 +588,37 @@ def test_private_flag_applies_from_that_commit_on(local_hub: LocalHub) -> None:
         HfApi().model_info("org/r")
 
 
-def test_gated_repo_files_need_the_token(local_hub: LocalHub) -> None:
+@STORAGES
+def test_gated_repo_files_need_the_token(local_hub: LocalHub, storage: str) -> None:
     commit = local_hub.add_repo("org/gated", FILES, gated=True)
     api = HfApi()
+    session = get_session()
 
     with pytest.raises(GatedRepoError):
         snapshot_download("org/gated")
     with pytest.raises(GatedRepoError):
         hf_hub_download("org/gated", "config.json")
+    with pytest.raises(GatedRepoError):
+        hf_hub_download("org/gated", "model.safetensors", revision=commit)
     # As on the Hub, the card and the listing stay public; only file bytes are gated.
     assert api.model_info("org/gated").sha == commit
     assert len(list(api.list_repo_tree("org/gated", recursive=True))) == 7
-    raw = get_session().head(hf_hub_url("org/gated", "config.json"))
+    raw = session.head(hf_hub_url("org/gated", "config.json"))
     assert (raw.status_code, raw.headers["X-Error-Code"]) == (403, "GatedRepo")
+    token_route = f"{local_hub.url}/api/models/org/gated/xet-read-token/{commit}"
+    if storage == "xet":
+        refused = session.get(token_route)
+        assert (refused.status_code, refused.headers["X-Error-Code"]) == (403, "GatedRepo")
+        granted = session.get(token_route, headers={"Authorization": f"Bearer {local_hub.token}"})
+        assert granted.status_code == 200
+        assert set(granted.json()) == {"accessToken", "exp", "casUrl"}
 
     path = Path(snapshot_download("org/gated", token=local_hub.token))
     assert (path / "config.json").read_text() == CONFIG
+    assert (path / "model.safetensors").read_bytes() == WEIGHTS
 
 
+@SERVER
 def test_unknown_repo(local_hub: LocalHub) -> None:
     with pytest.raises(RepositoryNotFoundError):
         snapshot_download("org/nothing")
@@ -386,6 +627,7 @@ def test_unknown_repo(local_hub: LocalHub) -> None:
     assert local_hub.requests[0] == ("GET", "/api/models/org/nothing/revision/main", 401)
 
 
+@SERVER
 def test_unknown_revision(hub: LocalHub) -> None:
     with pytest.raises(RevisionNotFoundError):
         snapshot_download("org/tiny", revision="nope")
@@ -393,6 +635,8 @@ def test_unknown_revision(hub: LocalHub) -> None:
         hf_hub_download("org/tiny", "config.json", revision="nope")
     with pytest.raises(RevisionNotFoundError):
         snapshot_download("org/tiny", revision="0" * 40)
+    with pytest.raises(RevisionNotFoundError):
+        hf_hub_download("org/tiny", "model.safetensors", revision="nope")
     assert {status for _, _, status in hub.requests} == {404}
 
 
@@ -406,6 +650,7 @@ def test_unknown_file(hub: LocalHub) -> None:
     assert list(hub.cache_dir.glob("models--org--tiny/.no_exist/*/missing.json"))
 
 
+@SERVER
 def test_hostile_listing_entries(hub: LocalHub) -> None:
     served = hub.add_raw_tree_entry("org/tiny", "../escape.txt", "pwned")
     hub.add_raw_tree_entry("org/tiny", "/etc/passwd", "root", entry={"size": 1})
@@ -420,9 +665,316 @@ def test_hostile_listing_entries(hub: LocalHub) -> None:
         hub.add_repo("org/tiny", {"../x": "no"})
 
 
+# -- Xet storage: the transfer paths ------------------------------------------------------------
+
+MIB = 1024 * 1024
+
+
+def test_cold_snapshot_download_requests_on_each_transport(local_hub: LocalHub, transport: str) -> None:
+    weights = random.Random(7).randbytes(4 * MIB)
+    commit = local_hub.add_repo("org/xet", {"config.json": CONFIG, "model.safetensors": weights})
+
+    path = Path(snapshot_download("org/xet"))
+
+    assert (path / "model.safetensors").read_bytes() == weights
+    counters = local_hub.counters()
+    weight = f"/org/xet/resolve/{commit}/model.safetensors"
+    by_origin = {o: [r for r in counters.records if r.origin == o] for o in ("hub", "cdn", "cas")}
+    assert counters.request_count("/api/models/org/xet/revision/main") == 1
+    assert counters.request_count("/api/models/org/xet/tree/*") == 1
+    assert counters.request_count("*/resolve/*/config.json", method="HEAD") == 1
+    assert counters.request_count("*/resolve/*/config.json", method="GET") == 1
+    if transport == "http":
+        # Plain HTTP: HEAD and GET on /resolve answer 302, the CDN serves the bytes; no Xet at all.
+        assert [(r.method, r.status) for r in by_origin["hub"] if r.path == weight] == [("HEAD", 302), ("GET", 302)]
+        assert [(r.method, r.status, r.aliases) for r in by_origin["cdn"]] == [("GET", 200, (weight,))]
+        assert by_origin["cas"] == []
+        assert counters.request_count("*/xet-read-token/*") == 0
+    else:
+        # Xet: the listing carries the xet hash, so no HEAD for the weights; one token, then the CAS.
+        assert [r for r in by_origin["hub"] if r.path == weight] == []
+        assert by_origin["cdn"] == []
+        assert counters.request_count("*/xet-read-token/*") == 1
+        assert [(r.path.split("/")[1:3], r.status) for r in by_origin["cas"][:1]] == [(["v2", "reconstructions"], 200)]
+        assert {r.path.split("/")[1] for r in by_origin["cas"][1:]} == {"xorbs"}
+        assert all(r.aliases == (weight,) for r in by_origin["cas"])
+    assert len(weights) <= counters.served(weight) < len(weights) + 64 * 1024
+    assert counters.bytes_served == local_hub.bytes_served == sum(r.body_bytes for r in counters.records)
+    assert local_hub.cache_dir is not None
+    blob = blob_dir(local_hub.cache_dir, "org/xet") / sha256(weights)
+    if transport == "xet":
+        xet_hash = xet_hash_of("org/xet", "model.safetensors")
+        store = local_hub.cache_dir / "blobs" / xet_hash[:2] / xet_hash
+        assert blob.is_symlink() and not Path(os.readlink(blob)).is_absolute()
+        assert blob.resolve() == store
+    else:
+        assert blob.is_file() and not blob.is_symlink()
+    assert not list(local_hub.cache_dir.rglob("*.incomplete"))
+
+
+def test_hf_hub_download_on_a_branch_reads_the_redirect(hub: LocalHub, transport: str) -> None:
+    path = Path(hf_hub_download("org/tiny", "model.safetensors"))
+
+    assert path.read_bytes() == WEIGHTS
+    resolve = "/org/tiny/resolve/main/model.safetensors"
+    assert hub.request_count(resolve, method="HEAD", status=302) == 1
+    if transport == "http":
+        assert hub.request_count(resolve, method="GET", status=302) == 1
+        assert hub.request_count("/cdn/*", method="GET", status=200) == 1
+        assert hub.request_count("*/reconstructions/*") == 0
+    else:
+        assert hub.request_count(resolve, method="GET") == 0
+        assert hub.request_count("/cdn/*") == 0
+        assert hub.request_count("*/xet-read-token/*") == 1
+        assert hub.request_count("/v2/reconstructions/*", status=200) == 1
+
+
+@pytest.mark.transports("xet")
+def test_cas_without_v2_makes_the_client_fall_back_to_v1(hub: LocalHub) -> None:
+    hub.cas_v2 = False
+
+    path = Path(snapshot_download("org/tiny"))
+
+    assert (path / "model.safetensors").read_bytes() == WEIGHTS
+    assert [(p.split("/")[1], s) for _, p, s in hub.requests if "/reconstructions/" in p] == [("v2", 404), ("v1", 200)]
+    assert hub.request_count("/xorbs/*", status=206) >= 1
+
+
+@pytest.mark.transports("xet")
+def test_the_same_bytes_in_many_repos_are_stored_once_and_served_to_each(local_hub: LocalHub) -> None:
+    weights = os.urandom(200_000)
+    for n in range(3):
+        local_hub.add_repo(f"org/copy{n}", {"model.safetensors": weights, "config.json": str(n)})
+
+    hashes = {xet_hash_of(f"org/copy{n}", "model.safetensors") for n in range(3)}
+    paths = [Path(hf_hub_download(f"org/copy{n}", "model.safetensors")) for n in range(3)]
+
+    assert len(hashes) == 1
+    assert all(p.read_bytes() == weights for p in paths)
+    # Each repo's download is for its own file; the shared store downloads the bytes once.
+    assert [local_hub.request_count(f"/org/copy{n}/resolve/*/model.safetensors", method="HEAD") for n in range(3)] == [
+        1,
+        1,
+        1,
+    ]
+    assert local_hub.request_count("*/reconstructions/*") == 1
+
+
+def test_an_empty_lfs_file(local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/empty", {"empty.bin": b"", "config.json": CONFIG})
+
+    path = Path(snapshot_download("org/empty"))
+
+    assert (path / "empty.bin").read_bytes() == b""
+
+
+@pytest.mark.local_hub(xet_token_ttl=1)
+@pytest.mark.transports("xet")
+def test_short_lived_cas_tokens_are_refreshed_and_an_expired_one_is_refused(local_hub: LocalHub) -> None:
+    files = {name: random.Random(name).randbytes(100_000) for name in ("a.safetensors", "b.safetensors")}
+    commit = local_hub.add_repo("org/slow", files)
+    session = get_session()
+    first = session.get(f"{local_hub.url}/api/models/org/slow/xet-read-token/{commit}")
+    assert first.headers["X-Xet-Access-Token"] == first.json()["accessToken"]
+    assert first.headers["X-Xet-Cas-Url"] == first.json()["casUrl"] == local_hub.cas_url
+    expires = int(first.headers["X-Xet-Token-Expiration"])
+    local_hub.reset_counters()
+    # Slow enough that the files, fetched one after the other, take longer than a token lives.
+    local_hub.slow(70_000)
+
+    started = time.time()
+    path = Path(snapshot_download("org/slow", max_workers=1))
+
+    assert time.time() - started > 2
+    assert all((path / name).read_bytes() == data for name, data in files.items())
+    # huggingface_hub asks once per file (its cache drops tokens expiring within 60 s); hf_xet
+    # refreshes on top of that before a CAS call when the token expires within ~30 s.
+    assert local_hub.request_count("*/xet-read-token/*", status=200) > len(files)
+    assert [s for _, p, s in local_hub.requests if "/reconstructions/" in p] == [200] * len(files)
+    # The CAS refuses a token past its expiry with 401 (hf_xet does not retry that: it refreshes ahead).
+    local_hub.slow(None)
+    time.sleep(max(0.0, expires - time.time()) + 0.05)
+    xet_hash = xet_hash_of("org/slow", "a.safetensors")
+    expired = session.get(
+        f"{local_hub.cas_url}/v2/reconstructions/{xet_hash}",
+        headers={"Authorization": f"Bearer {first.json()['accessToken']}"},
+    )
+    assert expired.status_code == 401
+    assert "expired" in expired.headers["X-Error-Message"]
+
+
+# -- Xet storage: the fault plan on the CDN, the token route and the CAS ------------------------
+
+
+def test_a_fault_for_a_file_reaches_it_on_whatever_origin_serves_it(
+    hub: LocalHub, transport: str, client_sleeps: list[float]
+) -> None:
+    commit = HfApi().model_info("org/tiny").sha
+    # The commit form: never the own path of the /resolve/main requests hf_hub_download sends.
+    pattern = f"/org/tiny/resolve/{commit}/model.safetensors"
+    hub.fail(pattern, 429)
+
+    path = Path(hf_hub_download("org/tiny", "model.safetensors"))
+
+    assert path.read_bytes() == WEIGHTS
+    failed = [r for r in hub.counters().records if r.status == 429]
+    assert [r.origin for r in failed] == ["cdn" if transport == "http" else "cas"]
+    assert failed[0].path != pattern
+    assert failed[0].aliases == (pattern,)
+    assert hub.pending_faults() == []
+    assert hub.request_count(pattern, status=429) == 1
+
+
+def test_a_glob_on_the_file_name_fails_it_on_every_transport(hub: LocalHub, client_sleeps: list[float]) -> None:
+    hub.fail("*model.safetensors", 503)
+
+    path = Path(snapshot_download("org/tiny"))
+
+    assert (path / "model.safetensors").read_bytes() == WEIGHTS
+    assert hub.pending_faults() == []
+    assert hub.request_count("*model.safetensors", status=503) == 1
+
+
+XET_FAULTS = {
+    "token-route-fail": ("fail", "*/xet-read-token/*", "hub"),
+    "token-route-cut": ("cut", "*/xet-read-token/*", "hub"),
+    "reconstruction-fail": ("fail", "*/reconstructions/*", "cas"),
+    "xorb-fail": ("fail", "/xorbs/*", "cas"),
+    "reconstruction-cut": ("cut", "*/reconstructions/*", "cas"),
+    "xorb-cut": ("cut", "/xorbs/*", "cas"),
+    "reconstruction-corrupt": ("corrupt", "*/reconstructions/*", "cas"),
+}
+
+
+@pytest.mark.transports("xet")
+@pytest.mark.parametrize("case", sorted(XET_FAULTS))
+def test_one_fault_on_the_xet_path_is_retried(local_hub: LocalHub, case: str, client_sleeps: list[float]) -> None:
+    weights = random.Random(case).randbytes(300_000)
+    local_hub.add_repo("org/x", {"model.safetensors": weights})
+    kind, pattern, origin = XET_FAULTS[case]
+    if kind == "fail":
+        local_hub.fail(pattern, 500)
+    elif kind == "cut":
+        local_hub.cut(pattern, 10)
+    else:
+        local_hub.corrupt(pattern)
+
+    path = Path(hf_hub_download("org/x", "model.safetensors"))
+
+    assert path.read_bytes() == weights
+    assert local_hub.pending_faults() == []
+    hits = [r for r in local_hub.counters().records if r.matches(pattern)]
+    assert len(hits) == 2 and {r.origin for r in hits} == {origin}
+    if kind == "cut":
+        assert hits[0].body_bytes == 10
+    # huggingface_hub retries the token route after its own backoff; hf_xet retries the CAS itself.
+    assert client_sleeps == ([1] if origin == "hub" else [])
+
+
+@pytest.mark.transports("http")
+@pytest.mark.parametrize("kind", ["fail", "cut", "corrupt"])
+def test_one_fault_on_the_cdn(local_hub: LocalHub, kind: str, client_sleeps: list[float]) -> None:
+    weights = random.Random(kind).randbytes(300_000)
+    local_hub.add_repo("org/x", {"model.safetensors": weights})
+    if kind == "fail":
+        local_hub.fail("/cdn/*", 429)
+    elif kind == "cut":
+        local_hub.cut("/cdn/*", 1000)
+    else:
+        local_hub.corrupt("/cdn/*")
+
+    data = Path(hf_hub_download("org/x", "model.safetensors")).read_bytes()
+
+    cdn = [(r.method, r.status, r.body_bytes) for r in local_hub.counters().records if r.origin == "cdn"]
+    assert local_hub.pending_faults() == []
+    if kind == "corrupt":  # the plain-HTTP path checks the length only
+        assert sum(a != b for a, b in zip(data, weights, strict=True)) == 1
+        assert cdn == [("GET", 200, len(weights))]
+    else:  # retried by huggingface_hub: again from /resolve, which redirects to the CDN again
+        assert data == weights
+        refused = ("GET", 429, cdn[0][2]) if kind == "fail" else ("GET", 200, 1000)  # an error body, or the cut
+        assert cdn == [refused, ("GET", 200, len(weights))]
+        assert local_hub.request_count("/org/x/resolve/main/model.safetensors", method="GET", status=302) == 2
+        assert client_sleeps == [1]
+
+
+@SERVER
+def test_reconstructions_honour_range(hub: LocalHub) -> None:
+    weights = random.Random(5).randbytes(400_000)  # several chunks of about 64 KiB
+    commit = hub.add_repo("org/r", {"model.safetensors": weights})
+    xet_hash = xet_hash_of("org/r", "model.safetensors")
+    token = get_session().get(f"{hub.url}/api/models/org/r/xet-read-token/{commit}").json()["accessToken"]
+    session = get_session()
+
+    def reconstruction(version: int, span: str | None) -> HTTP.Response:
+        headers = {"Authorization": f"Bearer {token}", **({"Range": span} if span else {})}
+        return session.get(f"{hub.cas_url}/v{version}/reconstructions/{xet_hash}", headers=headers)
+
+    whole = reconstruction(2, None).json()
+    part = reconstruction(2, "bytes=100000-100099").json()
+    old = reconstruction(1, "bytes=100000-100099").json()
+
+    assert sum(t["unpacked_length"] for t in whole["terms"]) == len(weights)
+    assert whole["offset_into_first_range"] == 0
+    assert 0 < sum(t["unpacked_length"] for t in part["terms"]) < len(weights)
+    assert 0 < part["offset_into_first_range"] <= 100_000
+    assert set(part["xorbs"]) == {t["hash"] for t in part["terms"]}
+    assert old["terms"] == part["terms"] and set(old["fetch_info"]) == set(part["xorbs"])
+    # A xorb range handed out reads back as that many bytes, without a token.
+    (fetch,) = part["xorbs"][part["terms"][0]["hash"]]
+    first, last = fetch["ranges"][0]["bytes"]["start"], fetch["ranges"][0]["bytes"]["end"]
+    xorb = session.get(fetch["url"], headers={"Range": f"bytes={first}-{last}"})
+    assert (xorb.status_code, len(xorb.content)) == (206, last - first + 1)
+    assert reconstruction(2, f"bytes={len(weights)}-").status_code == 416
+    assert reconstruction(2, None).status_code == 200
+    assert (
+        session.get(
+            f"{hub.cas_url}/v2/reconstructions/{'0' * 63}1", headers={"Authorization": f"Bearer {token}"}
+        ).status_code
+        == 404
+    )
+    # Reconstructions and xorb fetches count as the file's resolve path too.
+    assert hub.request_count(f"/org/r/resolve/{commit}/model.safetensors") == 6
+
+
+@pytest.mark.transports("xet")
+def test_a_corrupted_xorb_is_written_as_is(local_hub: LocalHub) -> None:
+    weights = random.Random(3).randbytes(300_000)  # incompressible: xorb chunks hold the bytes as they are
+    local_hub.add_repo("org/x", {"model.safetensors": weights})
+    local_hub.corrupt("/xorbs/*")
+
+    path = Path(hf_hub_download("org/x", "model.safetensors"))
+
+    data = path.read_bytes()
+    assert len(data) == len(weights)
+    assert sum(a != b for a, b in zip(data, weights, strict=True)) == 1
+    # hf_xet does not check the file against its hashes; the blob is named after the hash it lacks.
+    assert path.resolve().name == xet_hash_of("org/x", "model.safetensors")
+    assert local_hub.request_count("/xorbs/*") == 1
+
+
+@pytest.mark.transports("xet")
+def test_a_persistent_cas_failure_surfaces_with_no_http_fallback(local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/x", {"model.safetensors": WEIGHTS})
+    local_hub.fail("*/reconstructions/*", 503, times=20)
+    code = "import huggingface_hub as h; h.hf_hub_download('org/x', 'model.safetensors')"
+    # hf_xet's own retry policy (5 tries over minutes by default), shortened for the child.
+    env = {**os.environ, "HF_XET_CLIENT_RETRY_BASE_DELAY": "10ms", "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "2"}
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+
+    assert done.returncode != 0
+    assert "503" in done.stderr
+    tries = local_hub.request_count("*/reconstructions/*", status=503)
+    assert tries >= 2
+    assert local_hub.pending_faults() == [("fail", "*/reconstructions/*", 20 - tries)]
+    assert local_hub.request_count("/cdn/*") == local_hub.request_count("/xorbs/*") == 0
+
+
 # -- fault plan: fail ------------------------------------------------------------------------
 
 
+@SERVER
 def test_fail_on_revision_is_not_retried_by_the_client(hub: LocalHub) -> None:
     hub.fail("*/revision/*", 500)
 
@@ -436,6 +988,7 @@ def test_fail_on_revision_is_not_retried_by_the_client(hub: LocalHub) -> None:
     assert Path(snapshot_download("org/tiny")).is_dir()
 
 
+@plain_storage
 def test_fail_below_the_client_retries_is_absorbed(hub: LocalHub, client_sleeps: list[float]) -> None:
     hub.fail("*model.safetensors", 503, times=2)
 
@@ -451,6 +1004,7 @@ def test_fail_below_the_client_retries_is_absorbed(hub: LocalHub, client_sleeps:
     assert client_sleeps == [1]  # one backoff sleep between the retried HEADs
 
 
+@plain_storage
 def test_fail_above_the_client_retries_surfaces(hub: LocalHub, client_sleeps: list[float]) -> None:
     hub.fail("*model.safetensors", 500, times=10)
 
@@ -480,6 +1034,7 @@ def test_fail_on_tree_listing(hub: LocalHub, client_sleeps: list[float]) -> None
     assert hub.pending_faults() == []
 
 
+@SERVER
 def test_429_retry_after_is_honoured(hub: LocalHub, client_sleeps: list[float]) -> None:
     hub.fail("*config.json", 429, times=2, retry_after=3)
 
@@ -492,6 +1047,7 @@ def test_429_retry_after_is_honoured(hub: LocalHub, client_sleeps: list[float]) 
     assert response.status_code == 200
 
 
+@SERVER
 def test_fail_counts_head_requests_and_a_failed_request_gets_no_other_fault(hub: LocalHub) -> None:
     url = hf_hub_url("org/tiny", "config.json")
     hub.fail("*config.json", 500)
@@ -506,6 +1062,7 @@ def test_fail_counts_head_requests_and_a_failed_request_gets_no_other_fault(hub:
     assert hub.pending_faults() == []
 
 
+@plain_storage
 def test_fail_with_method_and_error_code(hub: LocalHub, client_sleeps: list[float]) -> None:
     hub.fail("*model.safetensors", 403, method="GET", error_code="GatedRepo")
 
@@ -515,6 +1072,7 @@ def test_fail_with_method_and_error_code(hub: LocalHub, client_sleeps: list[floa
     assert [(m, s) for m, _, s in hub.requests] == [("HEAD", 200), ("GET", 403)]
 
 
+@SERVER
 def test_fault_entries_are_used_in_order(hub: LocalHub) -> None:
     url = hf_hub_url("org/tiny", "config.json")
     session = get_session()
@@ -542,6 +1100,7 @@ def test_fault_entries_are_used_in_order(hub: LocalHub) -> None:
 # -- fault plan: cut, corrupt, slow ------------------------------------------------------------
 
 
+@plain_storage
 def test_cut_once_is_retried_by_the_client(hub: LocalHub, client_sleeps: list[float]) -> None:
     hub.cut("*model.safetensors", 1000)
 
@@ -551,10 +1110,11 @@ def test_cut_once_is_retried_by_the_client(hub: LocalHub, client_sleeps: list[fl
     # The HEAD carries no body, so the cut waited for the GET. The client reads 10 MB chunks and
     # counts only whole ones, so the 1000 bytes it got are dropped and it starts over without Range.
     assert [(m, s) for m, _, s in hub.requests] == [("HEAD", 200), ("GET", 200), ("GET", 200)]
-    assert hub.bytes_served["/org/tiny/resolve/main/model.safetensors"] == 1000 + len(WEIGHTS)
+    assert hub.served("/org/tiny/resolve/main/model.safetensors") == 1000 + len(WEIGHTS)
     assert client_sleeps == [1]
 
 
+@plain_storage
 def test_cut_beyond_the_client_retries_raises_a_protocol_error(hub: LocalHub, client_sleeps: list[float]) -> None:
     hub.cut("*model.safetensors", 100, times=10)
 
@@ -563,13 +1123,14 @@ def test_cut_beyond_the_client_retries_raises_a_protocol_error(hub: LocalHub, cl
 
     # The first GET and 5 retries, each cut after 100 bytes.
     assert hub.request_count(method="GET") == 6
-    assert hub.bytes_served["/org/tiny/resolve/main/model.safetensors"] == 600
+    assert hub.served("/org/tiny/resolve/main/model.safetensors") == 600
     assert hub.pending_faults() == [("cut", "*model.safetensors", 4)]
     assert hub.cache_dir is not None
     leftovers = [p.name for p in blob_dir(hub.cache_dir, "org/tiny").iterdir()]
     assert all(name.endswith(".incomplete") for name in leftovers)
 
 
+@SERVER
 def test_cut_json_endpoint(hub: LocalHub) -> None:
     hub.cut("*/revision/*", 5)
 
@@ -578,9 +1139,10 @@ def test_cut_json_endpoint(hub: LocalHub) -> None:
 
     chain = [raised.value, raised.value.__cause__, raised.value.__context__]
     assert any(isinstance(e, HTTP.RemoteProtocolError) for e in chain)
-    assert hub.bytes_served["/api/models/org/tiny/revision/main"] == 5
+    assert hub.served("/api/models/org/tiny/revision/main") == hub.bytes_served == 5
 
 
+@plain_storage
 def test_corrupt_is_stored_by_the_client_under_the_right_name(hub: LocalHub) -> None:
     hub.corrupt("*model.safetensors")
 
@@ -595,6 +1157,7 @@ def test_corrupt_is_stored_by_the_client_under_the_right_name(hub: LocalHub) -> 
     assert [(m, s) for m, _, s in hub.requests] == [("HEAD", 200), ("GET", 200)]
 
 
+@plain_storage
 def test_slow_paces_all_bodies_together(local_hub: LocalHub) -> None:
     local_hub.add_repo("org/slow", {"a.bin": b"a" * 6000, "b.bin": b"b" * 6000})
     local_hub.slow(30_000)  # 12 kB in all: at least 0.4 s
@@ -615,9 +1178,32 @@ def test_slow_paces_all_bodies_together(local_hub: LocalHub) -> None:
     assert time.monotonic() - started < 0.35
 
 
+@SERVER
+def test_slow_each_caps_every_body_on_its_own(hub: LocalHub) -> None:
+    session = get_session()
+    location = session.head(hf_hub_url("org/tiny", "model.safetensors"), follow_redirects=False).headers["Location"]
+    hub.slow_each(10_000)  # 3072 bytes each: about 0.3 s, however many bodies run at once
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=session.get, args=(location,)) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+
+    assert 0.25 <= elapsed < 1.2  # six bodies sharing one budget would take 1.8 s
+    assert hub.served("/cdn/*") == 6 * len(WEIGHTS)
+    hub.clear_faults()
+    started = time.monotonic()
+    session.get(location)
+    assert time.monotonic() - started < 0.25
+
+
 # -- counters -------------------------------------------------------------------------------
 
 
+@plain_storage
 def test_requests_and_bytes_served_are_exact(hub: LocalHub) -> None:
     commit = Path(snapshot_download("org/tiny")).name
 
@@ -628,22 +1214,21 @@ def test_requests_and_bytes_served_are_exact(hub: LocalHub) -> None:
     assert hub.request_count("/api/models/org/tiny/tree/*") == 1
     assert len(hub.requests) == 2 + 2 * len(FILES)
     for name, content in FILES.items():
-        size = len(content.encode() if isinstance(content, str) else content)
-        assert hub.bytes_served[f"/org/tiny/resolve/{commit}/{name}"] == size
-    assert hub.bytes_served["/api/models/org/tiny/revision/main"] > 0
-    assert hub.served("/org/tiny/resolve/*") == sum(
-        len(c.encode() if isinstance(c, str) else c) for c in FILES.values()
-    )
+        assert hub.served(f"/org/tiny/resolve/{commit}/{name}") == size_of(content)
+    assert hub.served("/api/models/org/tiny/revision/main") > 0
+    assert hub.served("/org/tiny/resolve/*") == sum(size_of(c) for c in FILES.values())
+    assert hub.bytes_served == hub.served("*") == hub.served("/api/*") + hub.served("/org/tiny/resolve/*")
 
     hub.reset_counters()
-    assert (hub.requests, hub.bytes_served) == ([], {})
+    assert (hub.requests, hub.bytes_served) == ([], 0)
 
 
+@SERVER
 def test_error_bodies_are_counted(local_hub: LocalHub) -> None:
     response = get_session().get(f"{local_hub.url}/api/models/org/none/revision/main")
 
     assert response.status_code == 401
-    assert local_hub.bytes_served["/api/models/org/none/revision/main"] == len(response.content) > 0
+    assert local_hub.served("/api/models/org/none/revision/main") == len(response.content) > 0
     assert local_hub.requests == [("GET", "/api/models/org/none/revision/main", 401)]
 
 
@@ -667,6 +1252,28 @@ def test_local_hub_start_stop_and_validation() -> None:
         hub.add_repo("org/name", {"/abs": "x"})
     with pytest.raises(ValueError):
         hub.fail("*", 500, times=0)
+    with pytest.raises(ValueError):
+        LocalHub(xet_token_ttl=0)
+
+
+def test_xet_needs_hf_xet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "hf_xet", None)  # import hf_xet now raises ImportError
+
+    with pytest.raises(ImportError, match="hf_xet"):
+        LocalHub(xet=True)
+    assert not LocalHub().xet
+    assert not LocalHub(xet=False).xet
+
+
+def test_a_restarted_hub_serves_its_xet_files_again(tmp_path: Path) -> None:
+    weights = os.urandom(50_000)
+    hub = LocalHub()
+    hub.add_repo("org/r", {"model.safetensors": weights})  # before start: uploaded all the same
+    for round_ in range(2):  # stop() removes the CAS folder; start() puts the files back
+        with hub, hub.configure_client(tmp_path / f"cache{round_}"):
+            assert Path(hf_hub_download("org/r", "model.safetensors")).read_bytes() == weights
+            assert hub.request_count("*/reconstructions/*", status=200) == 1
+        hub.reset_counters()
 
 
 @pytest.fixture
@@ -677,11 +1284,13 @@ def two_hubs(tmp_path: Path) -> Iterator[tuple[LocalHub, LocalHub]]:
 
 def test_hubs_are_independent(two_hubs: tuple[LocalHub, LocalHub], tmp_path: Path) -> None:
     first, second = two_hubs
-    first.add_repo("org/r", {"config.json": "first"})
-    second.add_repo("org/r", {"config.json": "second"})
+    first.add_repo("org/r", {"config.json": "first", "model.safetensors": b"first"})
+    second.add_repo("org/r", {"config.json": "second", "model.safetensors": b"second"})
 
     assert first.url != second.url
     assert first.token != second.token
+    assert first.cas_url != second.cas_url
     for hub, content in ((first, "first"), (second, "second")):
         with hub.configure_client(tmp_path / content):
             assert Path(hf_hub_download("org/r", "config.json")).read_text() == content
+            assert Path(hf_hub_download("org/r", "model.safetensors")).read_text() == content

@@ -17,20 +17,25 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalHub]:
+def local_hub(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalHub]:
     """A fresh local Hub for this test, with huggingface_hub pointed at it and at an empty cache.
 
     ``local_hub.cache_dir`` is that cache (absolute, resolved); ``local_hub.url`` and
     ``local_hub.token`` are the server's. Offline mode and telemetry are off and any ambient
-    token is hidden for the test's duration, in this process and its children.
+    token is hidden for the test's duration, in this process and its children. LFS files are
+    Xet-backed when hf_xet is installed, as on huggingface.co; ``@pytest.mark.local_hub(xet=False)``
+    serves them by plain HTTP only (the marker's keywords are ``LocalHub``'s).
     """
     from .hub import LocalHub, client_patches, close_client_session
 
+    marker = request.node.get_closest_marker("local_hub")
+    if marker is not None and marker.args:
+        raise pytest.UsageError(f"@pytest.mark.local_hub takes keywords only (e.g. xet=False), got {marker.args}")
     cache_dir = (tmp_path / "hf-cache").resolve()
     home_dir = (tmp_path / "hf-home").resolve()
     cache_dir.mkdir()
     home_dir.mkdir()
-    with LocalHub() as hub:
+    with LocalHub(**(marker.kwargs if marker is not None else {})) as hub:
         # Through monkeypatch so a test's own patches of the same names unwind in the right order.
         client_patches(hub.url, cache_dir, home_dir).apply(monkeypatch)
         close_client_session()

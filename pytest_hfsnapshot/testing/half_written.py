@@ -91,8 +91,8 @@ def interrupted_download(
     On the Xet path the client streams into the same ``.incomplete`` name and publishes to the
     shared blob store only once the file is complete, so a kill leaves no store file and no
     repo link to it: both are removed here too.
-    Returns ``[link, ..., blob, orphan]`` (every link of the snapshot to that blob; with the
-    shared store, ``blob`` is the repo's link and the store file follows it).
+    Returns ``[link, ..., blob, orphan]`` (every link of the snapshot to that blob); with the
+    shared store ``[link, ..., repo blob link, store manifest, store file, orphan]``.
     """
     repo, commit = _snapshot(cache_dir, repo_id, revision, repo_type)
     entries = []
@@ -113,10 +113,16 @@ def interrupted_download(
     for link in links:
         link.unlink()
     touched = [*links]
-    repo_blob = repo.blob(_etag(repo, commit, relpath, blob))
+    etag = _etag(repo, commit, relpath, blob)
+    repo_blob = repo.blob(etag)
     if repo_blob != blob and os.path.lexists(repo_blob):
+        # The store's manifest gets a repo's line only when the client links it, after the download.
+        manifest = blob.with_name(f"{blob.name}.refs")
+        dropped = repo.drop_store_reference(blob, etag)
+        if dropped and not manifest.read_text(encoding="utf-8").strip():
+            manifest.unlink()
         repo_blob.unlink()
-        touched.append(repo_blob)
+        touched += [repo_blob, manifest] if dropped else [repo_blob]
     blob.unlink()
     return [*touched, blob, orphan]
 

@@ -1,51 +1,79 @@
-"""A local Hugging Face Hub double: a real HTTP server with git-like repos and a fault plan.
+"""A local Hugging Face Hub double: real HTTP servers with git-like repos, Xet storage and a fault plan.
 
-The unmodified ``huggingface_hub`` client (1.x and 2.x) talks to it for ``snapshot_download``,
-``hf_hub_download``, ``HfApi.repo_info``/``model_info``/``dataset_info``/``space_info``,
-``list_repo_tree`` (paginated with ``Link: rel="next"``), ``get_paths_info``, ``list_repo_refs``,
-``file_exists``, ``revision_exists`` and ``whoami``. No pytest needed::
+The unmodified ``huggingface_hub`` client (1.x and 2.x) and hf_xet talk to it for
+``snapshot_download``, ``hf_hub_download``, ``HfApi.repo_info``/``model_info``/``dataset_info``/
+``space_info``, ``list_repo_tree`` (paginated with ``Link: rel="next"``), ``get_paths_info``,
+``list_repo_refs``, ``file_exists``, ``revision_exists`` and ``whoami``. No pytest needed::
 
     with LocalHub() as hub, hub.configure_client(tmp / "cache"):
         commit = hub.add_repo("org/tiny", {"config.json": "{}", "model.safetensors": b"..."})
         hub.fail("*model.safetensors", 503, times=2)
         snapshot_download("org/tiny")
 
-Routes served (``{type}`` is ``models``, ``datasets`` or ``spaces``; ``{prefix}`` is empty,
+Storage, as on huggingface.co: with ``xet`` (the default when hf_xet is importable) every LFS
+file is Xet-backed. Its bytes are uploaded by hf_xet's own upload code into a ``local://`` CAS
+folder the hub owns (removed on ``stop``), so xet hashes, shards and xorbs are real, and three
+origins serve: the Hub (127.0.0.1), the CAS (127.0.0.1, another port) and a CDN on another
+loopback host (127.0.0.2), as the real CDN is another host. An unpatched client then downloads
+LFS files through hf_xet, or over plain HTTP from the CDN when ``HF_HUB_DISABLE_XET=1``. With
+``LocalHub(xet=False)`` only the Hub runs and LFS files are served at ``/resolve`` itself.
+
+Hub routes (``{type}`` is ``models``, ``datasets`` or ``spaces``; ``{prefix}`` is empty,
 ``datasets/`` or ``spaces/``; a revision is a branch, a tag or a 40-hex commit, percent-encoded
 when it holds a slash, e.g. ``refs%2Fpr%2F1``):
 
 - ``GET /api/{type}/{repo}`` and ``GET /api/{type}/{repo}/revision/{rev}``: repo info (``sha``,
   ``siblings``, ``private``, ``gated``; ``?blobs=true`` adds sizes and LFS data).
 - ``GET /api/{type}/{repo}/tree/{rev}[/{dir}]?recursive=&cursor=``: the listing, ``tree_page_size``
-  entries per page.
+  entries per page; Xet-backed entries carry ``xetHash``.
 - ``POST /api/{type}/{repo}/paths-info/{rev}``: listing entries of the given ``paths`` (form or JSON).
 - ``GET /api/{type}/{repo}/refs``: branches, tags and ``refs/pr/*`` branches as pull requests.
-- ``GET|HEAD /{prefix}{repo}/resolve/{rev}/{path}``: the file bytes themselves (no redirect),
-  ``Range`` honoured (206), headers ``ETag``, ``X-Repo-Commit``, and for LFS files
-  ``X-Linked-Etag``/``X-Linked-Size``. Xet is never advertised.
+- ``GET|HEAD /{prefix}{repo}/resolve/{rev}/{path}``: a Xet-backed file answers 302 to its CDN URL
+  with ``X-Xet-Hash``, ``ETag``, ``X-Linked-Etag``, ``X-Linked-Size``, ``X-Repo-Commit``,
+  ``Location`` and ``Link: <{hub}/api/{type}/{repo}/xet-read-token/{commit}>; rel="xet-auth"``
+  (the client reads the metadata from the 302 and does not follow it to another host). Any
+  other file is served in place: ``Range`` honoured (206), ``ETag``, ``X-Repo-Commit``, and for
+  LFS files ``X-Linked-Etag``/``X-Linked-Size``.
+- ``GET /api/{type}/{repo}/xet-read-token/{rev}`` (Xet only): a CAS token for that commit, as
+  headers ``X-Xet-Cas-Url``, ``X-Xet-Access-Token``, ``X-Xet-Token-Expiration`` (read by
+  huggingface_hub) and as JSON ``{"accessToken", "exp", "casUrl"}`` (read by hf_xet when it
+  refreshes). Tokens expire after ``xet_token_ttl`` seconds.
 - ``GET /api/whoami-v2``: a user for the hub's token, else 401.
 - Anything else (e.g. the telemetry route ``/api/agent-harnesses``): 404.
 
-Access control: an unknown or (without ``Authorization: Bearer <token>``) private repo answers
-401 + ``X-Error-Code: RepoNotFound`` everywhere; a gated repo without the token answers
-403 + ``X-Error-Code: GatedRepo`` on ``resolve`` (its info and listings stay public, as on the
-Hub); an unknown revision 404 ``RevisionNotFound``; an unknown file or folder 404
-``EntryNotFound`` (with ``X-Repo-Commit``, so the client caches the miss). A token other than
-the hub's is treated as no token.
+CDN routes: ``GET|HEAD /cdn/{type}/{repo, percent-encoded}/{commit}/{path}``, the file's bytes
+with ``Range`` honoured; "presigned": no token is checked. CAS routes:
+``GET /v2/reconstructions/{xet_hash}`` and ``/v1/...`` (``Range`` honoured; ``cas_v2 = False``
+makes ``/v2`` answer 404 so the client falls back to ``/v1``), which need a bearer token handed
+out by the token route for a repo holding that file (unknown: 401; expired: 401, which hf_xet
+does not retry), and ranged ``GET /xorbs/default/{xorb_hash}?sig=...`` with no token.
 
-Fault plan: patterns are matched with ``fnmatch.fnmatchcase`` against the percent-decoded path
-without query (the form ``requests`` records). Each request first looks for a ``fail`` entry
-(HEAD included); one that fails gets no other fault. Otherwise a 2xx response with a non-empty
-body (not HEAD, not an error answer) looks for a ``cut``/``corrupt`` entry. Within each kind the
-first entry added that matches and is not used up is used, and counts one use.
+Access control on the Hub: a request whose ``Authorization`` is not ``Bearer <hub token>`` gets
+401 + ``X-Error-Message: Invalid credentials in Authorization header`` on every route, as the
+Hub answers an invalid or expired token; without ``Authorization``, an unknown or private repo
+answers 401 + ``X-Error-Code: RepoNotFound`` everywhere; a gated repo answers 403 +
+``X-Error-Code: GatedRepo`` on ``resolve`` and ``xet-read-token`` (its info and listings stay
+public, as on the Hub); an unknown revision 404 ``RevisionNotFound``; an unknown file or folder
+404 ``EntryNotFound`` (with ``X-Repo-Commit``, so the client caches the miss).
+
+Fault plan and counters, every origin: a request matches a pattern (``fnmatch.fnmatchcase``) by
+its own percent-decoded path without query (the form ``requests`` records), and a CDN request,
+a CAS reconstruction or a xorb fetch for a repo file also by that file's
+``/{prefix}{repo}/resolve/{commit}/{path}`` (CAS tokens and the key in xorb URLs name the repo
+and commit), so ``fail("*model.safetensors", 503)`` fails the file whichever way the client
+fetches it. Each request first looks for a ``fail`` entry (HEAD included); one that fails gets
+no other fault. Otherwise a 2xx response with a non-empty body (not HEAD, not an error answer)
+looks for a ``cut``/``corrupt`` entry. Within each kind the first entry added that matches and
+is not used up is used, and counts one use. ``slow`` paces the bodies of every origin together.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
+import dataclasses
 import hashlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -64,12 +92,19 @@ from types import ModuleType
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlsplit
 
+from ._cas import XetStore, import_hf_xet, is_xet_hash
+from ._counters import Entry, HubCounters, RequestLog, ServedRequest
+from ._faults import Fault, FaultPlan, Pacer
+
 __all__ = [
     "DEFAULT_TREE_PAGE_SIZE",
+    "DEFAULT_XET_TOKEN_TTL",
     "LFS_SUFFIXES",
     "LFS_THRESHOLD",
     "ClientPatches",
+    "HubCounters",
     "LocalHub",
+    "ServedRequest",
     "client_patches",
     "close_client_session",
     "git_blob_sha1",
@@ -85,10 +120,18 @@ LFS_THRESHOLD = 1024 * 1024
 DEFAULT_TREE_PAGE_SIZE = 10
 """Tree listing entries per page: small, so that tests exercise pagination (the Hub uses 1000)."""
 
+DEFAULT_XET_TOKEN_TTL = 3600.0
+"""Seconds a CAS token handed out by ``xet-read-token`` stays valid."""
+
 REPO_TYPES = ("model", "dataset", "space")
 _API_PLURALS = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _URL_PREFIXES = {"datasets": "dataset", "spaces": "space"}
-_API_ACTIONS = ("revision", "tree", "paths-info", "refs")
+_API_ACTIONS = ("revision", "tree", "paths-info", "refs", "xet-read-token")
+# The CDN is another loopback host, as the real one is another host: huggingface_hub 1.x follows a
+# redirect to the same host on another port, which it never does for huggingface.co's CDN.
+_CDN_HOST = "127.0.0.2"
+_LOOPBACK_HOSTS = ("127.0.0.1", _CDN_HOST, "localhost")
+_INVALID_CREDENTIALS = "Invalid credentials in Authorization header"
 _FIRST_COMMIT_TIME = 1_767_225_600  # 2026-01-01T00:00:00Z; each commit one second later
 
 
@@ -108,6 +151,7 @@ class _Blob:
     oid: str  # git sha1 of what git stores: the data, or the LFS pointer
     sha256: str | None  # set for LFS files
     pointer_size: int | None
+    xet_hash: str | None = None  # set for LFS files when the hub serves Xet storage
 
     @classmethod
     def of(cls, path: str, data: bytes) -> _Blob:
@@ -126,6 +170,8 @@ class _Blob:
         entry: dict[str, Any] = {"type": "file", "oid": self.oid, "size": len(self.data), "path": path}
         if self.sha256 is not None:
             entry["lfs"] = {"oid": self.sha256, "size": len(self.data), "pointerSize": self.pointer_size}
+        if self.xet_hash is not None:
+            entry["xetHash"] = self.xet_hash
         return entry
 
 
@@ -155,16 +201,14 @@ class _Repo:
         return self.commits.get(sha)
 
 
-@dataclass
-class _Fault:
-    kind: Literal["fail", "cut", "corrupt"]
-    pattern: str
-    remaining: int
-    status: int = 0
-    retry_after: int | None = None
-    error_code: str | None = None
-    method: str | None = None
-    after_bytes: int = 0
+@dataclass(frozen=True)
+class _CasToken:
+    """What a CAS token was handed out for, and until when (unix seconds) it is valid."""
+
+    repo_type: str
+    repo_id: str
+    commit: str
+    expires: int
 
 
 @dataclass
@@ -216,37 +260,14 @@ def _git_tree_oids(files: Mapping[str, _Blob]) -> tuple[str, dict[str, str]]:
     return root, oids
 
 
-class _Pacer:
-    """One byte budget shared by every body being written (``LocalHub.slow``)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._rate: float | None = None
-        self._next = 0.0
-
-    def set_rate(self, bytes_per_second: float | None) -> None:
-        with self._lock:
-            self._rate = bytes_per_second
-            self._next = time.monotonic()
-
-    def chunk_size(self) -> int:
-        rate = self._rate
-        return 64 * 1024 if rate is None else max(1, min(64 * 1024, int(rate / 20)))
-
-    def wait(self, nbytes: int) -> None:
-        with self._lock:
-            if self._rate is None:
-                return
-            now = time.monotonic()
-            self._next = max(now, self._next) + nbytes / self._rate
-            delay = self._next - now
-        time.sleep(delay)
+_Origin = Literal["hub", "cdn", "cas"]
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     hub: LocalHub
+    origin: _Origin
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -289,15 +310,13 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         payload = self.rfile.read(length) if length > 0 else b""
         raw_path, _, query = self.path.partition("?")
-        path = unquote(raw_path)
         headers = {name.lower(): value for name, value in self.headers.items()}
-        reply, fault = hub._answer(method, raw_path, query, headers, payload)
+        reply, fault, entry = hub._exchange(self.server.origin, method, raw_path, query, headers, payload)
         body = reply.body
         sends_body = method != "HEAD"
         if fault is not None and fault.kind == "corrupt":
             middle = len(body) // 2
             body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1 :]
-        hub._record(method, path, reply.status)
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)
@@ -310,7 +329,7 @@ class _Handler(BaseHTTPRequestHandler):
         cut = fault is not None and fault.kind == "cut"
         to_send = body[: fault.after_bytes] if fault is not None and cut else body
         try:
-            hub._write(self.wfile.write, path, to_send)
+            hub._write(self.wfile.write, entry, to_send)
         except OSError:
             self.close_connection = True
             return
@@ -353,9 +372,11 @@ def client_patches(url: str, cache_dir: Path, home_dir: Path) -> ClientPatches:
     """The patches that send ``huggingface_hub`` (this process and children) to ``url`` and ``cache_dir``.
 
     ``home_dir`` stands in for ``HF_HOME``: an empty token file location (so no stored token is
-    found), the assets, Xet and bookkeeping files. ``huggingface_hub`` reads its environment once,
-    at import, into ``constants`` and a few module-level copies: all of them are listed here
-    (only those that exist in the installed version).
+    found), the assets, Xet (``HF_XET_CACHE``: hf_xet's logs and staging) and bookkeeping files.
+    ``huggingface_hub`` reads its environment once, at import, into ``constants`` and a few
+    module-level copies: all of them are listed here (only those that exist in the installed
+    version). Xet stays as the environment has it (``HF_HUB_DISABLE_XET`` is not touched); the
+    loopback hosts are added to ``NO_PROXY``.
     """
     import huggingface_hub.constants as constants
 
@@ -379,7 +400,6 @@ def client_patches(url: str, cache_dir: Path, home_dir: Path) -> ClientPatches:
         "AGENT_HARNESSES_PATH": str(home_dir / ".agent_harnesses.json"),
         "HF_HUB_OFFLINE": False,
         "HF_HUB_DISABLE_TELEMETRY": True,
-        "HF_HUB_DISABLE_XET": True,
         "HF_HUB_DISABLE_UPDATE_CHECK": True,
         "_staging_mode": False,
     }
@@ -407,12 +427,17 @@ def client_patches(url: str, cache_dir: Path, home_dir: Path) -> ClientPatches:
         "HF_ENDPOINT": url,
         "HF_HUB_CACHE": cache,
         "HF_HOME": str(home_dir),
+        "HF_XET_CACHE": str(home_dir / "xet"),
         "HF_TOKEN_PATH": token_path,
         "HF_HUB_OFFLINE": "0",
         "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_DISABLE_XET": "1",
         "HF_HUB_DISABLE_UPDATE_CHECK": "1",
     }
+    # The local origins (Hub, CAS, and the CDN on another loopback host) are reached directly,
+    # never through an ambient HTTP(S)_PROXY: httpx and hf_xet both read NO_PROXY.
+    for no_proxy in ("NO_PROXY", "no_proxy"):
+        ambient = [h.strip() for h in os.environ.get(no_proxy, "").split(",") if h.strip()]
+        environ[no_proxy] = ",".join(dict.fromkeys([*ambient, host, *_LOOPBACK_HOSTS]))
     for hidden in (
         "HF_TOKEN",
         "HUGGING_FACE_HUB_TOKEN",
@@ -422,84 +447,135 @@ def client_patches(url: str, cache_dir: Path, home_dir: Path) -> ClientPatches:
         "HUGGINGFACE_CO_STAGING",
         "TRANSFORMERS_OFFLINE",
         "HF_ASSETS_CACHE",
-        "HF_XET_CACHE",
     ):
         environ[hidden] = None
     return ClientPatches(attributes, environ)
 
 
 def close_client_session() -> None:
-    """Drop huggingface_hub's per-process HTTP client; the next call makes a fresh one.
+    """Drop huggingface_hub's per-process HTTP client and cached Xet tokens; the next call makes fresh ones.
 
-    Keeps pooled keep-alive connections to a previous server from outliving it.
+    Keeps pooled keep-alive connections to a previous server from outliving it, and a Xet token of
+    a previous server from being reused: the client caches tokens by refresh URL, and a new server
+    on a recycled port serves the same URL (commit ids are deterministic) with another CAS.
     """
     http_module = sys.modules.get("huggingface_hub.utils._http")
     close = getattr(http_module, "close_session", None)
     if close is not None:
         close()
+    xet_module = sys.modules.get("huggingface_hub.utils._xet")
+    tokens = getattr(xet_module, "XET_CONNECTION_INFO_CACHE", None)
+    if isinstance(tokens, dict):
+        tokens.clear()
 
 
 class LocalHub:
-    """A Hub-compatible HTTP server on 127.0.0.1 with git-like repos and a fault plan.
+    """A Hub-compatible HTTP server on 127.0.0.1 with git-like repos, Xet storage and a fault plan.
 
     Start it with ``with LocalHub() as hub:`` or ``start()``/``stop()``. Repos, faults and
     counters can be changed while it serves.
 
+    ``xet``: None (the default) serves LFS files from Xet storage when hf_xet is importable,
+    as huggingface.co does; True insists (``ImportError`` without hf_xet); False serves them by
+    plain HTTP at ``/resolve`` only. With Xet, two more origins run: a CAS on 127.0.0.1 (its own
+    port) and a CDN on 127.0.0.2 (``localhost`` where that address cannot be bound).
+
     Attributes:
         token: the token that opens private and gated repos (``Authorization: Bearer <token>``).
         tree_page_size: entries per tree listing page (``Link: rel="next"`` beyond).
-        requests: ``(method, path, status)`` per request, ``path`` percent-decoded without query.
-        bytes_served: body bytes handed to the socket, per path (same form), every endpoint.
+        xet: whether LFS files are Xet-backed.
+        xet_token_ttl: seconds a CAS token stays valid (the CAS answers 401 after).
+        cas_v2: set to False to make the CAS answer 404 on ``/v2/reconstructions/...``, so the
+            client falls back to ``/v1/...``.
         cache_dir: the cache set by ``configure_client`` (or the ``local_hub`` fixture), else None.
     """
 
-    def __init__(self, *, tree_page_size: int = DEFAULT_TREE_PAGE_SIZE, token: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        tree_page_size: int = DEFAULT_TREE_PAGE_SIZE,
+        token: str | None = None,
+        xet: bool | None = None,
+        xet_token_ttl: float = DEFAULT_XET_TOKEN_TTL,
+    ) -> None:
         if tree_page_size < 1:
             raise ValueError(f"tree_page_size must be at least 1, got {tree_page_size}")
+        if not xet_token_ttl > 0:
+            raise ValueError(f"xet_token_ttl must be positive, got {xet_token_ttl}")
+        if xet is None:
+            xet = _hf_xet_importable()
+        elif xet:
+            import_hf_xet()
         self.tree_page_size = tree_page_size
         self.token = token or "hf_" + "".join(secrets.choice(string.ascii_letters) for _ in range(34))
-        self.requests: list[tuple[str, str, int]] = []
-        self.bytes_served: dict[str, int] = {}
+        self.xet = xet
+        self.xet_token_ttl = xet_token_ttl
+        self.cas_v2 = True
         self.cache_dir: Path | None = None
         self._repos: dict[tuple[str, str], _Repo] = {}
-        self._faults: list[_Fault] = []
+        self._faults = FaultPlan()
+        self._log = RequestLog()
         self._lock = threading.RLock()
-        self._pacer = _Pacer()
+        self._pacer = Pacer()
         self._commit_count = 0
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._store = XetStore()
+        self._cas_tokens: dict[str, _CasToken] = {}
+        self._xorb_keys: dict[str, tuple[str, str, str, str]] = {}  # key -> repo type, id, commit, xet hash
+        self._servers: dict[_Origin, _Server] = {}
+        self._threads: list[threading.Thread] = []
+        self._cdn_host = _CDN_HOST
         self._connections: set[socket.socket] = set()
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> LocalHub:
-        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
-        if self._server is not None:
+        """Bind free ports and serve in daemon threads: the Hub, and with Xet the CAS and the CDN."""
+        if self._servers:
             return self
-        server = _Server(("127.0.0.1", 0), _Handler)
-        server.hub = self
-        self._server = server
-        # A short poll keeps stop() (and so each test's teardown) quick.
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="local-hub", daemon=True
-        )
-        self._thread.start()
+        try:
+            self._bind("hub", "127.0.0.1")
+            if self.xet:
+                self._bind("cas", "127.0.0.1")
+                try:
+                    self._bind("cdn", _CDN_HOST)
+                except OSError:  # 127.0.0.2 is not configured (macOS): another host name for 127.0.0.1
+                    self._cdn_host = "localhost"
+                    self._bind("cdn", "127.0.0.1")
+                # After a stop() the CAS folder is gone: put the Xet-backed files back.
+                self._store.upload(self._xet_contents())
+        except BaseException:
+            self.stop()
+            raise
         return self
 
+    def _bind(self, origin: _Origin, host: str) -> None:
+        server = _Server((host, 0), _Handler)
+        server.hub = self
+        server.origin = origin
+        self._servers[origin] = server
+        # A short poll keeps stop() (and so each test's teardown) quick.
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"local-hub-{origin}", daemon=True
+        )
+        thread.start()
+        self._threads.append(thread)
+
     def stop(self) -> None:
-        """Stop serving and close every open connection."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
+        """Stop serving, close every open connection and remove the CAS folder."""
+        servers, self._servers = list(self._servers.values()), {}
+        threads, self._threads = self._threads, []
+        for server in servers:
+            server.shutdown()
         with self._lock:
             connections = list(self._connections)
         for connection in connections:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        for server in servers:
+            server.server_close()
+        for thread in threads:
+            thread.join(timeout=5)
+        self._store.close()
 
     def __enter__(self) -> LocalHub:
         return self.start()
@@ -507,13 +583,29 @@ class LocalHub:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    def _origin_url(self, origin: _Origin) -> str:
+        server = self._servers.get(origin)
+        if server is None:
+            if self._servers:
+                raise RuntimeError(f"the local Hub has no {origin.upper()}: it serves LFS files without Xet")
+            raise RuntimeError("the local Hub is not running: call start() or use it as a context manager")
+        host, port = server.server_address[:2]
+        return f"http://{self._cdn_host if origin == 'cdn' else host!s}:{port}"
+
     @property
     def url(self) -> str:
         """``http://127.0.0.1:<port>``, no trailing slash."""
-        if self._server is None:
-            raise RuntimeError("the local Hub is not running: call start() or use it as a context manager")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._origin_url("hub")
+
+    @property
+    def cas_url(self) -> str:
+        """The CAS origin (``http://127.0.0.1:<port>``); ``RuntimeError`` without Xet."""
+        return self._origin_url("cas")
+
+    @property
+    def cdn_url(self) -> str:
+        """The CDN origin (``http://127.0.0.2:<port>``); ``RuntimeError`` without Xet."""
+        return self._origin_url("cdn")
 
     @contextlib.contextmanager
     def configure_client(self, cache_dir: str | os.PathLike[str]) -> Iterator[Path]:
@@ -562,7 +654,9 @@ class LocalHub:
 
         Creates the repo on first use. ``gated``/``private`` apply to the repo from this call on;
         ``tag`` is pointed at the new commit. A new branch starts from ``main``'s head. Weight
-        files (``LFS_SUFFIXES``) and files of ``LFS_THRESHOLD`` bytes or more are LFS.
+        files (``LFS_SUFFIXES``) and files of ``LFS_THRESHOLD`` bytes or more are LFS; with
+        ``xet`` their bytes are uploaded to the CAS by hf_xet (once per content, whatever the
+        number of repos holding it).
         """
         _check_repo(repo_id, repo_type)
         if not branch or branch.startswith("/") or (len(branch) == 40 and _is_hex(branch)):
@@ -573,6 +667,11 @@ class LocalHub:
                 raise ValueError(f"invalid file path {path!r} (use add_raw_tree_entry for hostile paths)")
             data = content.encode() if isinstance(content, str) else bytes(content)
             blobs[path] = _Blob.of(path, data)
+        if self.xet:
+            xet_hashes = self._store.upload({b.sha256: b.data for b in blobs.values() if b.sha256 is not None})
+            for path, blob in blobs.items():
+                if blob.sha256 is not None:
+                    blobs[path] = dataclasses.replace(blob, xet_hash=xet_hashes[blob.sha256])
         with self._lock:
             repo = self._repos.get((repo_type, repo_id))
             self._commit_count += 1
@@ -634,15 +733,16 @@ class LocalHub:
         error_code: str | None = None,
         method: str | None = None,
     ) -> None:
-        """Answer the next ``times`` requests whose path matches ``pattern`` with ``status``.
+        """Answer the next ``times`` requests matching ``pattern`` with ``status``, on any origin.
 
-        HEAD requests count. Such a request gets no other fault. ``retry_after`` adds a
-        ``Retry-After`` header (seconds); ``error_code`` an ``X-Error-Code`` header
-        (e.g. ``"GatedRepo"``) so the client maps the error like the Hub's; ``method``
-        (e.g. ``"GET"``) restricts the entry to requests of that method.
+        A request matches by its own path or, for a CDN or CAS request for a repo file, by that
+        file's ``/{prefix}{repo}/resolve/{commit}/{path}``. HEAD requests count. Such a request
+        gets no other fault. ``retry_after`` adds a ``Retry-After`` header (seconds);
+        ``error_code`` an ``X-Error-Code`` header (e.g. ``"GatedRepo"``) so the client maps the
+        error like the Hub's; ``method`` (e.g. ``"GET"``) restricts the entry to that method.
         """
-        fault = _Fault("fail", pattern, times, status, retry_after, error_code, method and method.upper())
-        self._add_fault(fault)
+        fault = Fault("fail", pattern, times, status, retry_after, error_code, method and method.upper())
+        self._faults.add(fault)
 
     def cut(self, pattern: str, after_bytes: int, times: int = 1) -> None:
         """Send the full ``Content-Length``, then ``after_bytes`` of the body, then close the connection.
@@ -651,74 +751,62 @@ class LocalHub:
         """
         if after_bytes < 0:
             raise ValueError(f"after_bytes must be >= 0, got {after_bytes}")
-        self._add_fault(_Fault("cut", pattern, times, after_bytes=after_bytes))
+        self._faults.add(Fault("cut", pattern, times, after_bytes=after_bytes))
 
     def corrupt(self, pattern: str, times: int = 1) -> None:
         """Flip one byte (the middle one) of the body, same length; counts like ``cut``."""
-        self._add_fault(_Fault("corrupt", pattern, times))
+        self._faults.add(Fault("corrupt", pattern, times))
 
     def slow(self, bytes_per_second: float | None) -> None:
-        """Pace all bodies together at ``bytes_per_second``; ``None`` turns pacing off."""
-        if bytes_per_second is not None and bytes_per_second <= 0:
-            raise ValueError(f"bytes_per_second must be positive or None, got {bytes_per_second}")
-        self._pacer.set_rate(bytes_per_second)
+        """Pace all bodies of every origin together at ``bytes_per_second``; ``None`` turns it off."""
+        self._pacer.set_rate(_rate(bytes_per_second))
+
+    def slow_each(self, bytes_per_second: float | None) -> None:
+        """Cap each body on its own at ``bytes_per_second``, as a real link limits each stream; ``None``: off."""
+        self._pacer.set_each(_rate(bytes_per_second))
 
     def clear_faults(self) -> None:
-        """Forget every pending fail/cut/corrupt entry and turn pacing off."""
-        with self._lock:
-            self._faults.clear()
+        """Forget every pending fail/cut/corrupt entry and turn pacing (``slow``, ``slow_each``) off."""
+        self._faults.clear()
         self._pacer.set_rate(None)
+        self._pacer.set_each(None)
 
     def pending_faults(self) -> list[tuple[str, str, int]]:
         """``(kind, pattern, remaining)`` of the fault entries not used up yet, in order."""
-        with self._lock:
-            return [(f.kind, f.pattern, f.remaining) for f in self._faults if f.remaining > 0]
+        return self._faults.pending()
 
     # -- counters ------------------------------------------------------------------------
 
+    @property
+    def requests(self) -> list[tuple[str, str, int]]:
+        """``(method, path, status)`` per request on every origin, failed ones included, in order.
+
+        ``path`` is the request's own path, percent-decoded, without query.
+        """
+        return self._log.snapshot().requests
+
+    @property
+    def bytes_served(self) -> int:
+        """Body bytes written to the sockets, every origin (cut bodies count what was sent)."""
+        return self._log.snapshot().bytes_served
+
+    def counters(self) -> HubCounters:
+        """A consistent copy of the counters: requests, their origin, aliases and body bytes."""
+        return self._log.snapshot()
+
     def reset_counters(self) -> None:
         """Empty ``requests`` and ``bytes_served``."""
-        with self._lock:
-            self.requests.clear()
-            self.bytes_served.clear()
+        self._log.clear()
 
     def request_count(self, pattern: str | None = None, method: str | None = None, status: int | None = None) -> int:
-        """How many recorded requests match ``pattern`` (fnmatchcase), ``method`` and ``status``."""
-        with self._lock:
-            return sum(
-                1
-                for m, p, s in self.requests
-                if (pattern is None or fnmatch.fnmatchcase(p, pattern))
-                and (method is None or m == method.upper())
-                and (status is None or s == status)
-            )
+        """How many requests match ``pattern`` (path or alias, as the fault plan), ``method`` and ``status``."""
+        return self._log.snapshot().request_count(pattern, method, status)
 
     def served(self, pattern: str = "*") -> int:
-        """Total body bytes served on paths matching ``pattern``."""
-        with self._lock:
-            return sum(n for p, n in self.bytes_served.items() if fnmatch.fnmatchcase(p, pattern))
+        """Body bytes written for the requests matching ``pattern`` (path or alias)."""
+        return self._log.snapshot().served(pattern)
 
     # -- internals -----------------------------------------------------------------------
-
-    def _add_fault(self, fault: _Fault) -> None:
-        if fault.remaining < 1:
-            raise ValueError(f"times must be at least 1, got {fault.remaining}")
-        with self._lock:
-            self._faults.append(fault)
-
-    def _take_fault(self, method: str, path: str, *, with_body: bool) -> _Fault | None:
-        with self._lock:
-            kinds = ("cut", "corrupt") if with_body else ("fail",)
-            for fault in self._faults:
-                if (
-                    fault.remaining > 0
-                    and fault.kind in kinds
-                    and fault.method in (None, method)
-                    and fnmatch.fnmatchcase(path, fault.pattern)
-                ):
-                    fault.remaining -= 1
-                    return fault
-        return None
 
     def _track(self, connection: socket.socket, *, add: bool) -> None:
         with self._lock:
@@ -727,50 +815,59 @@ class LocalHub:
             else:
                 self._connections.discard(connection)
 
-    def _record(self, method: str, path: str, status: int) -> None:
-        with self._lock:
-            self.requests.append((method, path, status))
-
-    def _write(self, write: Callable[[bytes], object], path: str, body: bytes) -> None:
+    def _write(self, write: Callable[[bytes], object], entry: Entry, body: bytes) -> None:
         step = self._pacer.chunk_size()
+        started, sent = time.monotonic(), 0
         for start in range(0, len(body), step):
             chunk = body[start : start + step]
-            self._pacer.wait(len(chunk))
+            self._pacer.wait(len(chunk), started=started, sent=sent)
             # Counted before the write so a client that has read the bytes never sees a stale
             # counter; taken back if the socket refuses them.
-            with self._lock:
-                self.bytes_served[path] = self.bytes_served.get(path, 0) + len(chunk)
+            self._log.add_bytes(entry, len(chunk))
             try:
                 write(chunk)
             except OSError:
-                with self._lock:
-                    self.bytes_served[path] -= len(chunk)
+                self._log.add_bytes(entry, -len(chunk))
                 raise
+            sent += len(chunk)
 
-    def _answer(
-        self, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
-    ) -> tuple[_Reply, _Fault | None]:
+    def _exchange(
+        self, origin: _Origin, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
+    ) -> tuple[_Reply, Fault | None, Entry]:
+        """The reply to one request, the body fault to apply to it, and its counter entry."""
         path = unquote(raw_path)
-        fault = self._take_fault(method, path, with_body=False)
+        aliases = self._aliases(origin, raw_path, query, headers)
+        fault = self._faults.take(method, (path, *aliases), with_body=False)
         if fault is not None:
             extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             message = f"local Hub: injected {fault.status} for {path}"
-            return _error(fault.status, fault.error_code, message, extra), None
-        try:
-            reply = self._route(method, raw_path, query, headers, payload)
-        except Exception as exc:  # a bug here must reach the client as a 500, not a hung socket
-            reply = _error(500, None, f"local Hub error: {exc!r}")
-        fault = None
-        if method != "HEAD" and reply.body and 200 <= reply.status < 300:
-            fault = self._take_fault(method, path, with_body=True)
-        return reply, fault
+            reply = _error(fault.status, fault.error_code, message, extra)
+            fault = None
+        else:
+            try:
+                reply = self._route(origin, method, raw_path, query, headers, payload)
+            except Exception as exc:  # a bug here must reach the client as a 500, not a hung socket
+                reply = _error(500, None, f"local Hub error: {exc!r}")
+            if method != "HEAD" and reply.body and 200 <= reply.status < 300:
+                fault = self._faults.take(method, (path, *aliases), with_body=True)
+        entry = self._log.record(origin, method, path, reply.status, aliases)
+        return reply, fault, entry
 
-    def _route(self, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes) -> _Reply:
-        authorized = headers.get("authorization", "") == f"Bearer {self.token}"
+    def _route(
+        self, origin: _Origin, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
+    ) -> _Reply:
+        if origin == "cdn":
+            return self._route_cdn(method, raw_path, headers)
+        if origin == "cas":
+            return self._route_cas(method, raw_path, query, headers)
+        auth = headers.get("authorization")
+        if auth is not None and auth != f"Bearer {self.token}":
+            return _error(401, None, _INVALID_CREDENTIALS)
+        authorized = auth is not None
         segments = raw_path.split("/")[1:]
         if segments[:2] == ["api", "whoami-v2"] and len(segments) == 2:
             if not authorized:
-                return _error(401, None, "Invalid credentials in Authorization header")
+                return _error(401, None, _INVALID_CREDENTIALS)
             return _json_reply({"type": "user", "name": "local-hub-user", "orgs": []})
         if len(segments) >= 3 and segments[0] == "api" and segments[1] in _API_PLURALS:
             repo_type = _API_PLURALS[segments[1]]
@@ -784,6 +881,146 @@ class LocalHub:
             repo_id, _, rest = split
             return self._resolve(repo_type, repo_id, rest, headers, authorized)
         return _error(404, None, "Not Found")
+
+    # -- Xet: the CDN, the token route and the CAS ---------------------------------------
+
+    def _xet_contents(self) -> dict[str, bytes]:
+        with self._lock:
+            return {
+                blob.sha256: blob.data
+                for repo in self._repos.values()
+                for commit in repo.commits.values()
+                for blob in commit.files.values()
+                if blob.sha256 is not None and blob.xet_hash is not None
+            }
+
+    def _file_at(self, repo_type: str, repo_id: str, commit: str, path: str) -> _Blob | None:
+        with self._lock:
+            repo = self._repos.get((repo_type, repo_id))
+            found = repo.commits.get(commit) if repo is not None else None
+            return found.files.get(path) if found is not None else None
+
+    def _paths_with_xet_hash(self, repo_type: str, repo_id: str, commit: str, xet_hash: str) -> tuple[str, ...]:
+        """The resolve paths of the files of ``commit`` whose xet hash is ``xet_hash`` (the aliases)."""
+        with self._lock:
+            repo = self._repos.get((repo_type, repo_id))
+            found = repo.commits.get(commit) if repo is not None else None
+            files = found.files.items() if found is not None else ()
+            return tuple(_resolve_path(repo_type, repo_id, commit, p) for p, b in files if b.xet_hash == xet_hash)
+
+    def _repo_has_xet_hash(self, repo_type: str, repo_id: str, xet_hash: str) -> bool:
+        with self._lock:
+            repo = self._repos.get((repo_type, repo_id))
+            commits = repo.commits.values() if repo is not None else ()
+            return any(b.xet_hash == xet_hash for c in commits for b in c.files.values())
+
+    def _aliases(self, origin: _Origin, raw_path: str, query: str, headers: Mapping[str, str]) -> tuple[str, ...]:
+        """The repo file(s) a CDN or CAS request is for, as ``/{prefix}{repo}/resolve/{commit}/{path}``."""
+        if origin == "cdn":
+            target = _cdn_target(raw_path)
+            return () if target is None else (_resolve_path(*target),)
+        if origin != "cas":
+            return ()
+        segments = raw_path.split("/")[1:]
+        if len(segments) == 3 and segments[0] in ("v1", "v2") and segments[1] == "reconstructions":
+            token = self._cas_tokens.get(_bearer(headers) or "")
+            if token is None:
+                return ()
+            return self._paths_with_xet_hash(token.repo_type, token.repo_id, token.commit, segments[2])
+        if len(segments) == 3 and segments[0] == "xorbs":
+            scope = self._xorb_keys.get(dict(parse_qsl(query)).get("sig", ""))
+            return () if scope is None else self._paths_with_xet_hash(*scope)
+        return ()
+
+    def _cdn_location(self, repo_type: str, repo_id: str, commit: str, path: str) -> str:
+        """The "presigned" CDN URL of a file: it names repo type, repo, commit and path."""
+        return f"{self.cdn_url}/cdn/{repo_type}s/{quote(repo_id, safe='')}/{commit}/{quote(path)}"
+
+    def _route_cdn(self, method: str, raw_path: str, headers: Mapping[str, str]) -> _Reply:
+        if method not in ("GET", "HEAD"):
+            return _error(405, None, f"Method {method} not allowed")
+        target = _cdn_target(raw_path)
+        blob = None if target is None else self._file_at(*target)
+        if blob is None:
+            return _error(404, None, "NoSuchKey: the specified key does not exist")
+        base = {"Content-Type": "application/octet-stream", "Accept-Ranges": "bytes", "ETag": f'"{blob.etag}"'}
+        return _file_reply(blob.data, headers.get("range"), base)
+
+    def _xet_read_token(self, repo: _Repo, commit: _Commit) -> _Reply:
+        token = "xet_" + secrets.token_urlsafe(24)
+        # An integer expiry, as the Hub's: the CAS honours a token until that second.
+        expires = math.ceil(time.time() + self.xet_token_ttl)
+        self._cas_tokens[token] = _CasToken(repo.repo_type, repo.repo_id, commit.sha, expires)
+        cas_url = self.cas_url
+        headers = {"X-Xet-Cas-Url": cas_url, "X-Xet-Access-Token": token, "X-Xet-Token-Expiration": str(expires)}
+        return _json_reply({"accessToken": token, "exp": expires, "casUrl": cas_url}, headers=headers)
+
+    def _xet_redirect(self, repo: _Repo, commit: _Commit, path: str, blob: _Blob) -> _Reply:
+        """What huggingface.co answers on ``/resolve`` for a Xet-backed file: 302 to the CDN, metadata on the 302."""
+        assert blob.xet_hash is not None and blob.sha256 is not None
+        refresh = f"{self.url}/api/{repo.repo_type}s/{repo.repo_id}/xet-read-token/{commit.sha}"
+        reconstruction = f"{self.cas_url}/v1/reconstructions/{blob.xet_hash}"
+        headers = {
+            "X-Repo-Commit": commit.sha,
+            "ETag": f'"{blob.sha256}"',
+            "X-Linked-Etag": f'"{blob.sha256}"',
+            "X-Linked-Size": str(len(blob.data)),
+            "X-Xet-Hash": blob.xet_hash,
+            "Link": f'<{refresh}>; rel="xet-auth", <{reconstruction}>; rel="xet-reconstruction-info"',
+            "Location": self._cdn_location(repo.repo_type, repo.repo_id, commit.sha, path),
+        }
+        return _Reply(302, b"", headers)
+
+    def _route_cas(self, method: str, raw_path: str, query: str, headers: Mapping[str, str]) -> _Reply:
+        if method not in ("GET", "HEAD"):
+            return _error(404, None, "Not Found")
+        segments = raw_path.split("/")[1:]
+        if len(segments) == 3 and segments[0] in ("v1", "v2") and segments[1] == "reconstructions":
+            return self._reconstruction(int(segments[0][1]), segments[2], headers)
+        if len(segments) == 3 and segments[:2] == ["xorbs", "default"]:
+            return self._xorb(segments[2], headers)
+        return _error(404, None, "Not Found")
+
+    def _reconstruction(self, version: int, xet_hash: str, headers: Mapping[str, str]) -> _Reply:
+        token = self._cas_tokens.get(_bearer(headers) or "")
+        if token is None:
+            return _error(401, None, _INVALID_CREDENTIALS)
+        if time.time() >= token.expires:
+            return _error(401, None, "CAS token expired: get a new one from the xet-read-token route")
+        if version == 2 and not self.cas_v2:
+            return _error(404, None, "Not Found")
+        known = is_xet_hash(xet_hash) and self._repo_has_xet_hash(token.repo_type, token.repo_id, xet_hash)
+        if not known or not self._store.has(xet_hash):
+            return _error(404, None, f"no file {xet_hash} in {token.repo_type} {token.repo_id}")
+        size = self._store.size(xet_hash)
+        wanted = headers.get("range")
+        span = None if wanted is None else _parse_range(wanted, size)
+        if wanted is not None and span is None:
+            return _error(416, None, f"Range not satisfiable: {wanted}", {"Content-Range": f"bytes */{size}"})
+        key = hashlib.sha256("\0".join((token.repo_type, token.repo_id, token.commit, xet_hash)).encode()).hexdigest()
+        self._xorb_keys[key[:32]] = (token.repo_type, token.repo_id, token.commit, xet_hash)
+
+        def xorb_url(xorb: str, first: int, last: int) -> str:
+            return f"{self.cas_url}/xorbs/default/{xorb}?sig={key[:32]}"
+
+        return _json_reply(self._store.reconstruction(xet_hash, span, xorb_url, version))
+
+    def _xorb(self, xorb: str, headers: Mapping[str, str]) -> _Reply:
+        # The "presigned" xorb URL: no token is checked, as with the real CAS's storage URLs.
+        size = self._store.xorb_size(xorb)
+        if size is None:
+            return _error(404, None, "NoSuchKey: the specified key does not exist")
+        base = {"Content-Type": "application/octet-stream", "Accept-Ranges": "bytes"}
+        wanted = headers.get("range")
+        span = (0, size - 1) if wanted is None else _parse_range(wanted, size)
+        if span is None:
+            return _error(416, None, f"Range not satisfiable: {wanted}", {"Content-Range": f"bytes */{size}"})
+        data = self._store.read_xorb(xorb, *span)
+        if wanted is None:
+            return _Reply(200, data, base)
+        return _Reply(206, data, {**base, "Content-Range": f"bytes {span[0]}-{span[1]}/{size}"})
+
+    # -- the Hub API -----------------------------------------------------------------------
 
     def _repo(self, repo_type: str, repo_id: str, authorized: bool) -> _Repo | _Reply:
         repo = self._repos.get((repo_type, repo_id))
@@ -815,12 +1052,18 @@ class LocalHub:
                 if commit is None:
                     return _error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
                 return self._info(repo, commit, dict(parse_qsl(query)))
+            if action == "xet-read-token" and not self.xet:
+                return _error(404, None, "Not Found")
+            if action == "xet-read-token" and repo.gated and not authorized:
+                return _gated(repo)
             found = _take_revision(repo, rest)
             if isinstance(found, _Reply):
                 return found
             commit, rest = found
             if action == "tree":
                 return self._tree(repo, commit, "/".join(unquote(s) for s in rest), query)
+            if action == "xet-read-token":
+                return self._xet_read_token(repo, commit)
             return self._paths_info(commit, payload)
 
     def _info(self, repo: _Repo, commit: _Commit, params: Mapping[str, str]) -> _Reply:
@@ -928,11 +1171,7 @@ class LocalHub:
             if isinstance(repo, _Reply):
                 return repo
             if repo.gated and not authorized:
-                message = (
-                    f"Access to {repo_type} {repo_id} is restricted. You must have access to it and be "
-                    "authenticated to access it. Please log in."
-                )
-                return _error(403, "GatedRepo", message)
+                return _gated(repo)
             found = _take_revision(repo, rest)
             if isinstance(found, _Reply):
                 return found
@@ -941,6 +1180,8 @@ class LocalHub:
             blob = commit.files.get(path)
             raw = commit.raw.get(path)
         commit_header = {"X-Repo-Commit": commit.sha}
+        if blob is not None and blob.xet_hash is not None:
+            return self._xet_redirect(repo, commit, path, blob)
         if blob is not None:
             data, etag, linked = blob.data, blob.etag, blob.sha256 is not None
         elif raw is not None:
@@ -958,16 +1199,63 @@ class LocalHub:
         if linked:
             reply_headers["X-Linked-Etag"] = f'"{etag}"'
             reply_headers["X-Linked-Size"] = str(len(data))
-        wanted = headers.get("range")
-        if wanted is None:
-            return _Reply(200, data, reply_headers)
-        span = _parse_range(wanted, len(data))
-        if span is None:
-            unsatisfiable = {"Content-Range": f"bytes */{len(data)}"}
-            return _error(416, None, f"Range not satisfiable: {wanted}", unsatisfiable)
-        first, last = span
-        reply_headers["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
-        return _Reply(206, data[first : last + 1], reply_headers)
+        return _file_reply(data, headers.get("range"), reply_headers)
+
+
+def _file_reply(data: bytes, wanted: str | None, headers: Mapping[str, str]) -> _Reply:
+    """File bytes, or the ``Range`` of them asked for (206; 416 when unsatisfiable)."""
+    if wanted is None:
+        return _Reply(200, data, dict(headers))
+    span = _parse_range(wanted, len(data))
+    if span is None:
+        unsatisfiable = {"Content-Range": f"bytes */{len(data)}"}
+        return _error(416, None, f"Range not satisfiable: {wanted}", unsatisfiable)
+    first, last = span
+    return _Reply(206, data[first : last + 1], {**headers, "Content-Range": f"bytes {first}-{last}/{len(data)}"})
+
+
+def _gated(repo: _Repo) -> _Reply:
+    message = (
+        f"Access to {repo.repo_type} {repo.repo_id} is restricted. You must have access to it and be "
+        "authenticated to access it. Please log in."
+    )
+    return _error(403, "GatedRepo", message)
+
+
+def _resolve_path(repo_type: str, repo_id: str, commit: str, path: str) -> str:
+    """``/{prefix}{repo}/resolve/{commit}/{path}``: the form a repo file's requests match as."""
+    prefix = "" if repo_type == "model" else f"{repo_type}s/"
+    return f"/{prefix}{repo_id}/resolve/{commit}/{path}"
+
+
+def _cdn_target(raw_path: str) -> tuple[str, str, str, str] | None:
+    """``(repo_type, repo_id, commit, path)`` named by a CDN path ``/cdn/{type}s/{repo}/{commit}/{path}``."""
+    segments = raw_path.split("/")[1:]
+    if len(segments) < 5 or segments[0] != "cdn" or segments[1] not in _API_PLURALS:
+        return None
+    commit, path = segments[3], "/".join(unquote(s) for s in segments[4:])
+    if len(commit) != 40 or not _is_hex(commit) or not path:
+        return None
+    return _API_PLURALS[segments[1]], unquote(segments[2]), commit, path
+
+
+def _bearer(headers: Mapping[str, str]) -> str | None:
+    auth = headers.get("authorization", "")
+    return auth[len("Bearer ") :] if auth.startswith("Bearer ") else None
+
+
+def _rate(bytes_per_second: float | None) -> float | None:
+    if bytes_per_second is not None and bytes_per_second <= 0:
+        raise ValueError(f"bytes_per_second must be positive or None, got {bytes_per_second}")
+    return bytes_per_second
+
+
+def _hf_xet_importable() -> bool:
+    try:
+        import_hf_xet()
+    except ImportError:
+        return False
+    return True
 
 
 def _set_env(name: str, value: str | None) -> None:
