@@ -24,8 +24,8 @@ from .errors import (
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
+    from .declarations import snapshot_fixture
     from .engine import materialize
-    from .plugin import snapshot_fixture
 
 __version__ = "0.1.0"
 
@@ -34,7 +34,7 @@ def __getattr__(name: str) -> Any:
     # Both are imported on first use: the fixture factory needs pytest (the core must not), and
     # the engine needs huggingface_hub's HTTP stack (a pytest start-up must not pay for it).
     if name == "snapshot_fixture":
-        from .plugin import snapshot_fixture
+        from .declarations import snapshot_fixture
 
         return snapshot_fixture
     if name == "materialize":

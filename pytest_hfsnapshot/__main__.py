@@ -10,7 +10,10 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .choices import AuthAction
 
 PROG = "pytest-hfsnapshot"
 
@@ -28,6 +31,7 @@ def prefetch_command(args: Sequence[str]) -> int:
 
 
 def _prefetch_parser() -> argparse.ArgumentParser:
+    from .choices import AUTH_ACTIONS, VERIFY_MODES
     from .prefetch import DEFAULT_WORKERS
 
     parser = argparse.ArgumentParser(
@@ -53,11 +57,12 @@ def _prefetch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache-dir", metavar="PATH", help="huggingface_hub cache folder (default: HF_HUB_CACHE)")
     parser.add_argument("--offline", action="store_true", help="make no network request; check the cache only")
     parser.add_argument(
-        "--verify", choices=("size", "sha256"), default="size", help="how cached files are re-checked (default size)"
+        "--verify", choices=VERIFY_MODES, default="size", help="how cached files are re-checked (default size)"
     )
     parser.add_argument(
         "--on-auth-error",
-        choices=("skip", "fail"),
+        # Without pytest there is no test to xfail.
+        choices=[action for action in AUTH_ACTIONS if action != "xfail"],
         default="skip",
         help="repos the Hub refuses are listed; fail makes them fail the command too (default skip)",
     )
@@ -68,12 +73,14 @@ def _prefetch_parser() -> argparse.ArgumentParser:
 
 
 def _prefetch_repos(args: Sequence[str]) -> int:
+    # Imported per command, so `--help` and the pytest path stay quick.
     from . import manifest
     from .engine import materialize_request
     from .errors import InvalidRequestError
-    from .prefetch import parse_spec, prefetch, report_lines, stream_display
+    from .prefetch import prefetch, report_lines, stream_display
     from .request import SnapshotRequest
     from .snapshot import Snapshot
+    from .specs import parse_spec
 
     parser = _prefetch_parser()
     options = parser.parse_args(args)
@@ -96,7 +103,8 @@ def _prefetch_repos(args: Sequence[str]) -> int:
 
     display = stream_display(sys.stdout)
     result = prefetch(requests, fetch, display, workers=options.workers)
-    for line in report_lines(result, on_auth_error=options.on_auth_error):
+    on_auth_error: AuthAction = options.on_auth_error
+    for line in report_lines(result, on_auth_error=on_auth_error):
         display.line(line)
     if options.manifest:
         path = os.path.abspath(options.manifest)
@@ -105,7 +113,7 @@ def _prefetch_repos(args: Sequence[str]) -> int:
         except OSError as error:
             print(f"{PROG}: could not write the manifest {path}: {error}", file=sys.stderr)
             return 1
-    return 0 if result.ok(options.on_auth_error) else 1
+    return 0 if result.ok(on_auth_error) else 1
 
 
 class Command(NamedTuple):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import file_fetches
 
 from pytest_hfsnapshot.__main__ import main
 from pytest_hfsnapshot.testing.hub import LocalHub
@@ -60,7 +61,7 @@ def test_prefetch_through_pytest(command: list[str], suite: Path, local_hub: Loc
     assert "no tests ran" in done.stdout
     assert "Warning" not in done.stdout + done.stderr
     assert [e["repo_id"] for e in json.loads((suite / "m.json").read_text())] == ["org/other", "org/tiny"]
-    assert local_hub.request_count("*/resolve/*/model.safetensors", method="GET") == 1
+    assert file_fetches(local_hub, "*/resolve/*/model.safetensors") == 1
 
 
 def test_prefetch_passes_the_selection_and_the_exit_status_through(suite: Path, local_hub: LocalHub) -> None:
@@ -109,6 +110,34 @@ def test_prefetch_repos_without_pytest(tmp_path: Path, local_hub: LocalHub) -> N
     assert done.returncode == 0, done.stdout + done.stderr
     assert "org/tiny@main ready (cache, 2 files" in done.stdout
     assert local_hub.requests == []
+
+
+# A wrapper for `python -c`: pytest cannot be imported in it, as in a CI step without pytest.
+NO_PYTEST = """
+import sys
+
+class NoPytest:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("pytest", "_pytest"):
+            raise ImportError(f"pytest is not installed here (import of {name})")
+        return None
+
+sys.meta_path.insert(0, NoPytest())
+"""
+RUN_CLI = NO_PYTEST + "import runpy; runpy.run_module('pytest_hfsnapshot', run_name='__main__', alter_sys=True)"
+
+
+def test_prefetch_repos_works_where_pytest_cannot_be_imported(tmp_path: Path, local_hub: LocalHub) -> None:
+    blocked = cli(tmp_path, sys.executable, "-c", NO_PYTEST + "import pytest")
+    assert blocked.returncode != 0 and "pytest is not installed here" in blocked.stderr
+    local_hub.add_repo("org/tiny", files=FILES)
+    done = cli(tmp_path, sys.executable, "-c", RUN_CLI, "prefetch", "--repo", "org/tiny", "--manifest", "m.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "org/tiny@main ready (download, 2 files" in done.stdout
+    (entry,) = json.loads((tmp_path / "m.json").read_text())
+    snapshot = local_hub.cache_dir / "models--org--tiny" / "snapshots" / entry["commit"]
+    assert sorted(path.name for path in snapshot.iterdir()) == ["config.json", "model.safetensors"]
+    assert (snapshot / "model.safetensors").read_bytes() == FILES["model.safetensors"]
 
 
 def test_prefetch_repos_manifest_matches_the_pytest_one(suite: Path, local_hub: LocalHub) -> None:

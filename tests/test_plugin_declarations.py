@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import file_fetches
 
 from pytest_hfsnapshot.testing.hub import LocalHub
 
@@ -19,7 +20,7 @@ def cache_arg(hub: LocalHub) -> str:
 
 
 def weight_downloads(hub: LocalHub) -> int:
-    return hub.request_count("*/resolve/*/model.safetensors", method="GET")
+    return file_fetches(hub, "*/resolve/*/model.safetensors")
 
 
 def test_snapshot_fixture_is_named_after_its_variable(
@@ -194,7 +195,7 @@ def test_bad_conftest_declaration_names_the_line(pytester: pytest.Pytester, decl
         ]
     )
     result.stderr.fnmatch_lines([message])
-    assert "pytest_hfsnapshot/plugin.py" not in result.stderr.str()
+    assert "pytest_hfsnapshot/declarations.py" not in result.stderr.str()
 
 
 def test_bad_declaration_in_a_test_module_is_a_collection_error(pytester: pytest.Pytester) -> None:

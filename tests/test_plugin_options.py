@@ -255,6 +255,46 @@ def test_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
     result.stdout.no_fnmatch_line("hfsnapshot:*")
 
 
+KIT_AND_PLUGIN = """
+def test_kit(local_hub):
+    pass
+
+def test_plugin(hf_snapshots):
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "outcomes"),
+    [
+        ((), {"passed": 2}),
+        (("-p", "no:hfsnapshot-testing"), {"passed": 1, "errors": 1}),
+        (("-p", "no:hfsnapshot"), {"errors": 2}),
+    ],
+    ids=["both", "no-testing-kit", "no-plugin"],
+)
+def test_the_testing_kit_and_the_plugin_can_be_turned_off(
+    pytester: pytest.Pytester, args: tuple[str, ...], outcomes: dict[str, int]
+) -> None:
+    pytester.makepyfile(KIT_AND_PLUGIN)
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    result.assert_outcomes(**outcomes)
+    out = result.stdout.str()
+    assert ("fixture 'local_hub' not found" in out) is (outcomes.get("errors", 0) >= 1)
+    assert ("fixture 'hf_snapshots' not found" in out) is (outcomes.get("errors", 0) == 2)
+
+
+def test_with_autoload_off_each_entry_point_is_asked_for_by_name(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(KIT_AND_PLUGIN)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "hfsnapshot")
+    result.assert_outcomes(passed=1, errors=1)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "hfsnapshot", "-p", "hfsnapshot-testing")
+    result.assert_outcomes(passed=2)
+
+
 def test_hf_hub_offline_set_after_import_still_means_offline(
     pytester: pytest.Pytester, local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

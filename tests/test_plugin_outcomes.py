@@ -217,6 +217,42 @@ def test_auth_errors_raised_by_test_code_fail_with_fail(pytester: pytest.Pyteste
     result.stdout.fnmatch_lines(["*GatedRepoError*"])
 
 
+def test_a_401_repo_not_found_from_test_code_is_told_apart_by_its_message(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Hub answers 401 RepoNotFound for a private repo and, on some versions, for a bad token:
+    # the plugin classifies what test code raises as the engine does (retry.classify).
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(pytester.path / "no-token"))
+    pytester.makepyfile(
+        """
+        from types import SimpleNamespace
+
+        from huggingface_hub.errors import RepositoryNotFoundError
+
+        def refused(message):
+            url = "https://hub.test/api/models/org/x/revision/main"
+            response = SimpleNamespace(status_code=401, headers={}, request=None, url=url)
+            return RepositoryNotFoundError(message, response=response)
+
+        def test_bad_token():
+            raise refused("401 Client Error. Invalid credentials in Authorization header")
+
+        def test_private_or_missing():
+            raise refused("401 Client Error. Repository Not Found for url")
+        """
+    )
+    result = pytester.runpytest("-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines_random(
+        [
+            "SKIPPED [[]1[]] *:10: the Hub refused org/x (401/403) and no Hub token is set: *",
+            "SKIPPED [[]1[]] *:13: org/x was not found or is private (no Hub token is set): *",
+            "Hub access refused: 2 tests (2 skipped)",
+        ]
+    )
+
+
 def test_requires_token_marker(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(pytester.path / "no-token"))

@@ -1,4 +1,4 @@
-"""The ``hf snapshots`` terminal summary and the records behind it."""
+"""The ``hf snapshots`` terminal summary and the snapshot uses behind it."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hfsnapshot.plugin import SnapshotRecord, human_size, primary_records, summary_lines
+from pytest_hfsnapshot.formats import human_size
+from pytest_hfsnapshot.reporting import summary_lines
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.snapshot import Snapshot
+from pytest_hfsnapshot.snapshot_uses import SnapshotUse, primary_uses
 from pytest_hfsnapshot.testing import half_written
 from pytest_hfsnapshot.testing.hub import LocalHub
 
@@ -16,13 +18,13 @@ FILES = {"config.json": "{}", "model.safetensors": b"\x03" * 3000}
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def record(
+def use(
     worker: str | None,
     source: str = "cache",
     lock_wait: float = 0.0,
     request: SnapshotRequest | None = None,
     **snapshot: object,
-) -> SnapshotRecord:
+) -> SnapshotUse:
     request = request or SnapshotRequest.build("org/tiny")
     fields: dict[str, object] = {
         "path": Path("/cache/snap"),
@@ -37,7 +39,7 @@ def record(
         "lock_wait": lock_wait,
     }
     fields.update(snapshot)
-    return SnapshotRecord(request, Snapshot(**fields), elapsed=1.3, worker=worker)  # type: ignore[arg-type]
+    return SnapshotUse(request, Snapshot(**fields), elapsed=1.3, worker=worker)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -48,28 +50,28 @@ def test_human_size(size: int, shown: str) -> None:
     assert human_size(size) == shown
 
 
-def test_record_round_trip() -> None:
-    original = record(
+def test_snapshot_use_round_trip() -> None:
+    original = use(
         "gw1",
         source="repair",
         request=SnapshotRequest.build("org/tiny", allow_patterns=["*.json", "*.safetensors"], metadata_only=True),
         repaired=("model.safetensors",),
         unverified_revision=True,
     )
-    copy = SnapshotRecord.from_dict(original.to_dict())
+    copy = SnapshotUse.from_dict(original.to_dict())
     assert copy == original
     assert copy.snapshot.repaired == ("model.safetensors",)
     assert copy.snapshot.lock_wait == original.snapshot.lock_wait
 
 
 def test_one_row_per_request_naming_the_downloader() -> None:
-    records = [
-        record("gw0", lock_wait=2.0),
-        record("gw1", source="download", lock_wait=0.0),
-        record("gw2", lock_wait=1.5),
+    uses = [
+        use("gw0", lock_wait=2.0),
+        use("gw1", source="download", lock_wait=0.0),
+        use("gw2", lock_wait=1.5),
     ]
-    assert primary_records(records) == [records[1]]
-    (line,) = summary_lines(records)
+    assert primary_uses(uses) == [uses[1]]
+    (line,) = summary_lines(uses)
     assert line == (
         "org/tiny@main  0123456789ab  2 files  2.9 KiB  download  1.25s  lock wait 0.00s  "
         "download by gw1; 2 others waited 3.50s"
@@ -78,7 +80,7 @@ def test_one_row_per_request_naming_the_downloader() -> None:
 
 def test_rows_are_sorted_and_aligned() -> None:
     data = SnapshotRequest.build("org/data", repo_type="dataset", ignore_patterns="*.parquet")
-    lines = summary_lines([record(None), record(None, request=data, files=("README.md",), size=10)])
+    lines = summary_lines([use(None), use(None, request=data, files=("README.md",), size=10)])
     assert lines == [
         "datasets/org/data@main [ignore *.parquet]  0123456789ab  1 file   10 B     cache  1.25s  lock wait 0.00s",
         "org/tiny@main                              0123456789ab  2 files  2.9 KiB  cache  1.25s  lock wait 0.00s",
@@ -86,7 +88,7 @@ def test_rows_are_sorted_and_aligned() -> None:
 
 
 def test_unverified_and_repaired_are_flagged() -> None:
-    snap = record(None, source="repair", unverified_revision=True, repaired=("model.safetensors",))
+    snap = use(None, source="repair", unverified_revision=True, repaired=("model.safetensors",))
     (line,) = summary_lines([snap])
     assert line.endswith("repair  1.25s  lock wait 0.00s  UNVERIFIED REVISION; repaired 1 file")
     assert summary_lines([snap], verbose=True)[1:] == ["    repaired: model.safetensors"]

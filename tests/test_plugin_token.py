@@ -1,4 +1,4 @@
-"""The plugin's own token lookup (kept light for start-up) agrees with huggingface_hub.get_token."""
+"""The one token lookup (kept light for the plugin's start-up, used by prefetch too) agrees with get_token."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants, get_token
 
-from pytest_hfsnapshot import plugin
+from pytest_hfsnapshot import credentials
 
 
 @pytest.mark.parametrize(
@@ -36,4 +36,5 @@ def test_token_lookup_agrees_with_huggingface_hub(
         token_file.write_text(file_text)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(token_file))
 
-    assert plugin._token() == get_token()
+    assert credentials.hub_token() == get_token()
+    assert credentials.token_set() is (get_token() is not None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import file_fetches
 
 from pytest_hfsnapshot.cache import own_dir
 from pytest_hfsnapshot.testing.hub import LocalHub
@@ -46,7 +47,7 @@ def test_two_workers_one_download_one_row(pytester: pytest.Pytester, local_hub: 
     local_hub.slow(2 * 1024 * 1024)
     result = run(pytester, local_hub, "-n", "2", "--dist", "each")
     result.assert_outcomes(passed=6)
-    assert local_hub.request_count(WEIGHT_GET, method="GET") == 1
+    assert file_fetches(local_hub, WEIGHT_GET) == 1
     result.stdout.fnmatch_lines(
         [
             "*= hf snapshots =*",
@@ -57,29 +58,29 @@ def test_two_workers_one_download_one_row(pytester: pytest.Pytester, local_hub: 
     assert len([line for line in result.stdout.lines if line.startswith("org/tiny@main")]) == 1
 
 
-def test_records_reach_the_controller_by_session_finish(
+def test_snapshot_uses_reach_the_controller_by_session_finish(
     pytester: pytest.Pytester, local_hub: LocalHub, tiny: str
 ) -> None:
     # What a manifest writer relies on: in the controller's pytest_sessionfinish, every worker's
-    # records are there (one per worker that materialized), and primary_records keeps one per request.
+    # uses are there (one per worker that materialized), and primary_uses keeps one per request.
     pytester.makeconftest(
         """
         import json
         import pytest
         from pytest_hfsnapshot import snapshot_fixture
-        from pytest_hfsnapshot.plugin import primary_records, snapshot_records
+        from pytest_hfsnapshot.plugin import primary_uses, snapshot_uses
 
         tiny = snapshot_fixture("org/tiny")
 
         def pytest_sessionfinish(session):
             if hasattr(session.config, "workerinput"):
                 return
-            records = snapshot_records(session.config)
-            with open("records.json", "w") as out:
+            uses = snapshot_uses(session.config)
+            with open("uses.json", "w") as out:
                 json.dump(
                     {
-                        "workers": sorted(r.worker for r in records),
-                        "primary": [r.to_dict() for r in primary_records(records)],
+                        "workers": sorted(u.worker for u in uses),
+                        "primary": [u.to_dict() for u in primary_uses(uses)],
                     },
                     out,
                 )
@@ -87,7 +88,7 @@ def test_records_reach_the_controller_by_session_finish(
     )
     many_tests(pytester, 2)
     run(pytester, local_hub, "-n", "2", "--dist", "each").assert_outcomes(passed=4)
-    data = json.loads((pytester.path / "records.json").read_text())
+    data = json.loads((pytester.path / "uses.json").read_text())
     assert data["workers"] == ["gw0", "gw1"]
     (primary,) = data["primary"]
     assert primary["snapshot"]["commit"] == tiny
@@ -99,8 +100,8 @@ def test_four_workers_one_download(pytester: pytest.Pytester, local_hub: LocalHu
     many_tests(pytester, 8)
     result = run(pytester, local_hub, "-n", "4")
     result.assert_outcomes(passed=8)
-    assert local_hub.request_count(WEIGHT_GET, method="GET") == 1
-    assert local_hub.request_count("*/revision/main", method="GET") == 1
+    assert file_fetches(local_hub, WEIGHT_GET) == 1
+    assert file_fetches(local_hub, "*/revision/main") == 1
     result.stdout.fnmatch_lines(["org/tiny@main  *download by gw?*"])
 
 
@@ -127,7 +128,7 @@ def test_distribution_modes(pytester: pytest.Pytester, local_hub: LocalHub, tiny
     )
     result = run(pytester, local_hub, "-n", "2", "--dist", dist)
     result.assert_outcomes(passed=4)
-    assert local_hub.request_count(WEIGHT_GET, method="GET") == 1
+    assert file_fetches(local_hub, WEIGHT_GET) == 1
 
 
 def test_workers_share_the_session_id(pytester: pytest.Pytester) -> None:

@@ -1,4 +1,4 @@
-"""outcomes.classify_auth and auth_message: plain unit tests, no pytest plugin involved."""
+"""refusals: classify_auth, auth_repo and auth_message; plain unit tests, no pytest plugin involved."""
 
 from __future__ import annotations
 
@@ -8,16 +8,20 @@ from typing import Any
 import pytest
 from huggingface_hub import errors as hf_errors
 
+from pytest_hfsnapshot import retry
 from pytest_hfsnapshot.errors import AuthError, TransientError
-from pytest_hfsnapshot.outcomes import auth_message, auth_repo, classify_auth, exception_chain
+from pytest_hfsnapshot.refusals import auth_message, auth_repo, classify_auth, exception_chain
 
 
 def http_error(
-    cls: type[hf_errors.HfHubHTTPError], status: int, url: str = "https://hub.test/api/whoami"
+    cls: type[hf_errors.HfHubHTTPError],
+    status: int,
+    url: str = "https://hub.test/api/whoami",
+    message: str | None = None,
 ) -> hf_errors.HfHubHTTPError:
     # Only what HfHubHTTPError reads: the client's response class differs between 1.x and 2.x.
     response: Any = SimpleNamespace(status_code=status, headers={}, request=None, url=url)
-    return cls(f"{status} error", response=response)
+    return cls(message or f"{status} error", response=response)
 
 
 def raised_from(outer: BaseException, inner: BaseException) -> BaseException:
@@ -47,6 +51,29 @@ def raised_from(outer: BaseException, inner: BaseException) -> BaseException:
 )
 def test_classify_auth(error: BaseException, reason: str | None) -> None:
     assert classify_auth(error) == reason
+
+
+BAD_TOKEN = "401 Client Error. Invalid credentials in Authorization header"
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [(BAD_TOKEN, "unauthorized"), ("401 Client Error. Repository Not Found", "not_found_or_private")],
+    ids=["invalid-credentials", "plain-repo-not-found"],
+)
+def test_a_401_repository_not_found_is_classified_as_the_engine_does(message: str, reason: str) -> None:
+    # The Hub answers 401 both for a private repo and for a bad token; only the message tells
+    # them apart. The engine (retry.classify) and refusals must agree on which is which.
+    error = http_error(hf_errors.RepositoryNotFoundError, 401, url="https://hub.test/api/models/org/x", message=message)
+    decided = retry.classify(error)
+    assert (decided.kind, decided.auth_reason) == ("auth", reason)
+    assert classify_auth(error) == reason
+    assert classify_auth(raised_from(OSError("wrapped by a library"), error)) == reason
+
+
+def test_our_auth_error_decides_over_the_client_error_behind_it() -> None:
+    behind = http_error(hf_errors.RepositoryNotFoundError, 401, message=BAD_TOKEN)
+    assert classify_auth(raised_from(AuthError("refused", reason="gated"), behind)) == "gated"
 
 
 def test_classify_through_cause_like_transformers() -> None:

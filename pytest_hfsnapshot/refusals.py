@@ -1,8 +1,9 @@
-"""What a refused Hub access means for a test, and what the user should do about it.
+"""A refused Hub access: what it means for a test, and what the user should do about it.
 
-No pytest here: the plugin turns these answers into skips, xfails or failures, and scripts can
-use them to classify errors raised by libraries that wrap huggingface_hub (transformers re-raises
-``GatedRepoError`` as ``OSError(...) from e``).
+No pytest here: the plugin turns these answers into skips, xfails or failures, prefetch lists
+them, and scripts can use them to classify errors raised by libraries that wrap huggingface_hub
+(transformers re-raises ``GatedRepoError`` as ``OSError(...) from e``). What counts as a refusal is
+decided by :func:`pytest_hfsnapshot.retry.classify`, the rule the engine follows too.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
-from huggingface_hub import errors as hf_errors
-
+from . import retry
 from .errors import AuthError
 from .retry import chain as exception_chain
 
@@ -20,19 +20,33 @@ AUTH_REASONS = ("gated", "unauthorized", "not_found_or_private")
 
 
 def find_auth_error(exc: BaseException) -> BaseException | None:
-    """The first exception in the chain of ``exc`` that is a refused Hub access, or None."""
-    for link in exception_chain(exc):
-        if _reason_of(link) is not None:
-            return link
-    return None
+    """The exception in the chain of ``exc`` that makes it a refused Hub access, or None.
+
+    Our own :class:`~pytest_hfsnapshot.errors.AuthError` first (its reason is already decided);
+    otherwise the link :func:`~pytest_hfsnapshot.retry.classify` decided on.
+    """
+    own = _own_refusal(exc)
+    if own is not None:
+        return own
+    kind = retry.classify(exc)
+    return kind.decisive if kind.kind == "auth" else None
 
 
 def classify_auth(exc: BaseException) -> str | None:
     """``"gated"``, ``"unauthorized"`` or ``"not_found_or_private"`` when ``exc`` (or anything it
     was raised from) is a refused Hub access; None otherwise.
     """
-    found = find_auth_error(exc)
-    return None if found is None else _reason_of(found)
+    own = _own_refusal(exc)
+    if own is not None:
+        return own.reason if own.reason in AUTH_REASONS else "unauthorized"
+    kind = retry.classify(exc)
+    if kind.kind != "auth":
+        return None
+    return kind.auth_reason or "unauthorized"
+
+
+def _own_refusal(exc: BaseException) -> AuthError | None:
+    return next((link for link in exception_chain(exc) if isinstance(link, AuthError)), None)
 
 
 def auth_repo(exc: BaseException) -> tuple[str, str] | None:
@@ -43,7 +57,7 @@ def auth_repo(exc: BaseException) -> tuple[str, str] | None:
         repo_type = getattr(found, "repo_type", None)
         return repo_id, repo_type if isinstance(repo_type, str) and repo_type else "model"
     # huggingface_hub 1.x errors do not carry the repo: read it from the refused URL.
-    url = getattr(getattr(found, "response", None), "url", None)
+    url = getattr(retry.safe_attr(found, "response"), "url", None)
     return _repo_from_url(str(url)) if url is not None else None
 
 
@@ -62,8 +76,11 @@ def _repo_from_url(url: str) -> tuple[str, str] | None:
 
 def repo_url(endpoint: str, repo_id: str, repo_type: str = "model") -> str:
     """The repo's page on the Hub, where gated conditions are accepted."""
-    prefix = "" if repo_type == "model" else f"{repo_type}s/"
-    return f"{endpoint.rstrip('/')}/{prefix}{repo_id}"
+    return f"{endpoint.rstrip('/')}/{_repo_path(repo_id, repo_type)}"
+
+
+def _repo_path(repo_id: str, repo_type: str) -> str:
+    return repo_id if repo_type == "model" else f"{repo_type}s/{repo_id}"
 
 
 def auth_message(
@@ -80,8 +97,7 @@ def auth_message(
         what = "a Hub repo"
         url = f"{endpoint.rstrip('/')}/<repo>"
     else:
-        prefix = "" if repo_type == "model" else f"{repo_type}s/"
-        what = f"{prefix}{repo_id}" + (f"@{revision}" if revision else "")
+        what = _repo_path(repo_id, repo_type) + (f"@{revision}" if revision else "")
         url = repo_url(endpoint, repo_id, repo_type)
     if reason == "gated":
         why = "the token in use has not been granted access" if token_set else "no Hub token is set"
@@ -94,20 +110,6 @@ def auth_message(
         f"{what} was not found or is private ({why}): check the repo id and repo_type, "
         "or set HF_TOKEN to a token that can read it"
     )
-
-
-def _reason_of(exc: BaseException) -> str | None:
-    if isinstance(exc, AuthError):
-        return exc.reason if exc.reason in AUTH_REASONS else "unauthorized"
-    if isinstance(exc, hf_errors.GatedRepoError):
-        return "gated"
-    if isinstance(exc, hf_errors.RepositoryNotFoundError):
-        return "not_found_or_private"
-    if isinstance(exc, hf_errors.HfHubHTTPError):
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-        if status in (401, 403):
-            return "unauthorized"
-    return None
 
 
 __all__ = [

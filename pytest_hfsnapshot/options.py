@@ -1,0 +1,195 @@
+"""The plugin's options: command-line flags with their ini twins, read and validated once per run."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from huggingface_hub import constants as hf_constants
+
+from .choices import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES, AuthAction, MissingAction, VerifyMode
+from .offline import env_offline
+
+_Choice = TypeVar("_Choice", bound=str)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The plugin's settings for one run, validated at configure time (command line over ini)."""
+
+    offline: bool
+    on_auth_error: AuthAction
+    on_missing: MissingAction
+    strict: bool
+    retries: int
+    lock_timeout: float
+    verify: VerifyMode
+    #: None: huggingface_hub's ``constants.HF_HUB_CACHE``, read when a snapshot is needed.
+    cache_dir: Path | None
+    prefetch_only: bool
+    manifest: Path | None
+
+    def effective_cache_dir(self) -> Path:
+        """The cache folder snapshots go to right now."""
+        return self.cache_dir if self.cache_dir is not None else Path(hf_constants.HF_HUB_CACHE)
+
+    def effective_offline(self) -> bool:
+        """True when no network request may be made (``--hf-offline`` or ``HF_HUB_OFFLINE=1``)."""
+        return self.offline or bool(hf_constants.HF_HUB_OFFLINE)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every ``--hf-...`` flag, its ini twin ``hf_...``, and the ini-only ``hf_prefetch``."""
+    group = parser.getgroup("hfsnapshot", "Hugging Face Hub snapshots (pytest-hfsnapshot)")
+
+    def add(flag: str, help: str, ini_type: str, ini_default: Any, **kwargs: Any) -> None:
+        ini = "hf_" + flag.removeprefix("--hf-").replace("-", "_")
+        group.addoption(flag, dest=ini, default=None, help=f"{help} (ini: {ini})", **kwargs)
+        parser.addini(ini, help=help, type=ini_type, default=ini_default)  # type: ignore[arg-type]
+
+    add("--hf-offline", "make no network request; use only what is cached", "bool", False, action="store_true")
+    add(
+        "--hf-on-auth-error",
+        "what a test needing a gated, private or unauthorized repo does: skip (default), xfail or fail",
+        "string",
+        "skip",
+        metavar="{" + ",".join(AUTH_ACTIONS) + "}",
+    )
+    add(
+        "--hf-on-missing",
+        "offline and not fully cached: fail (default) or skip",
+        "string",
+        "fail",
+        metavar="{" + ",".join(MISSING_ACTIONS) + "}",
+    )
+    add(
+        "--hf-strict",
+        "fail when a cached branch or tag cannot be confirmed against the Hub",
+        "bool",
+        False,
+        action="store_true",
+    )
+    add("--hf-retries", "retries for transient Hub errors (default 5)", "string", "5", metavar="N")
+    add(
+        "--hf-lock-timeout",
+        "seconds to wait for another process holding a repo lock (default 900)",
+        "string",
+        "900",
+        metavar="SECONDS",
+    )
+    add(
+        "--hf-verify",
+        "how cached files are re-checked: size (default) or sha256",
+        "string",
+        "size",
+        metavar="{" + ",".join(VERIFY_MODES) + "}",
+    )
+    add(
+        "--hf-cache-dir",
+        "huggingface_hub cache folder to use (default: huggingface_hub's HF_HUB_CACHE)",
+        "string",
+        "",
+        metavar="PATH",
+    )
+    add(
+        "--hf-prefetch-only",
+        "materialize every snapshot the selected tests declare (fixtures, markers, ini hf_prefetch) "
+        "in parallel, write the manifest, run no test; exit 0 when all are ready",
+        "bool",
+        False,
+        action="store_true",
+    )
+    add(
+        "--hf-manifest",
+        "write a deterministic JSON manifest of the session's snapshots to PATH (a CI cache key)",
+        "string",
+        "",
+        metavar="PATH",
+    )
+    parser.addini(
+        "hf_prefetch",
+        "snapshots --hf-prefetch-only fetches besides the selected tests' declarations (those "
+        "hf_snapshots(...) gets): one per line, org/name[@revision] or a JSON object of its arguments",
+        type="linelist",
+        default=[],
+    )
+
+
+def read_options(config: pytest.Config) -> Options:
+    """The run's options; a pytest.UsageError naming the flag or ini option when a value is invalid."""
+
+    def raw(name: str) -> tuple[Any, str, Path]:
+        """The value, where it came from (for errors), and the folder relative paths start from."""
+        value = config.getoption(name)
+        if value is not None:
+            return value, "--" + name.replace("_", "-"), config.invocation_params.dir
+        try:
+            value = config.getini(name)
+        except (TypeError, ValueError, pytest.UsageError) as error:
+            raise pytest.UsageError(f"ini option {name}: {error}") from None
+        base = config.inipath.parent if config.inipath is not None else config.rootpath
+        return value, f"ini option {name}", base
+
+    def choice(name: str, allowed: Sequence[_Choice]) -> _Choice:
+        value, where, _ = raw(name)
+        text = str(value).strip()
+        for option in allowed:
+            if text == option:
+                return option
+        raise pytest.UsageError(f"{where}: invalid value {value!r}; use one of: {', '.join(allowed)}")
+
+    def flag(name: str) -> bool:
+        value, _, _ = raw(name)
+        return bool(value)
+
+    def number(name: str, *, integer: bool, minimum: float, inclusive: bool, wanted: str) -> float:
+        value, where, _ = raw(name)
+        try:
+            parsed = int(str(value).strip()) if integer else float(str(value).strip())
+        except ValueError:
+            parsed = math.nan
+        if math.isnan(parsed) or math.isinf(parsed) or parsed < minimum or (parsed == minimum and not inclusive):
+            raise pytest.UsageError(f"{where}: invalid value {value!r}; use {wanted}")
+        return parsed
+
+    def path(name: str) -> Path | None:
+        value, _, base = raw(name)
+        text = str(value).strip()
+        return (base / Path(text).expanduser()).resolve() if text else None
+
+    return Options(
+        # HF_HUB_OFFLINE is read here too: see pytest_hfsnapshot.offline.
+        offline=flag("hf_offline") or env_offline(),
+        on_auth_error=choice("hf_on_auth_error", AUTH_ACTIONS),
+        on_missing=choice("hf_on_missing", MISSING_ACTIONS),
+        strict=flag("hf_strict"),
+        retries=int(number("hf_retries", integer=True, minimum=0, inclusive=True, wanted="an integer >= 0")),
+        lock_timeout=number(
+            "hf_lock_timeout", integer=False, minimum=0, inclusive=False, wanted="a number of seconds > 0"
+        ),
+        verify=choice("hf_verify", VERIFY_MODES),
+        cache_dir=path("hf_cache_dir"),
+        prefetch_only=flag("hf_prefetch_only"),
+        manifest=path("hf_manifest"),
+    )
+
+
+def prefetch_only_wanted(config: pytest.Config) -> bool:
+    """``--hf-prefetch-only`` (or its ini twin) asked for, read before the options are validated.
+
+    An invalid ini value counts as not asked: :func:`read_options` reports it as a usage error.
+    """
+    wanted = config.getoption("hf_prefetch_only", None)
+    if wanted is None:
+        try:
+            wanted = config.getini("hf_prefetch_only")
+        except (TypeError, ValueError):
+            return False
+    return bool(wanted)
+
+
+__all__ = ["Options", "add_options", "prefetch_only_wanted", "read_options"]

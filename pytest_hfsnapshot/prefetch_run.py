@@ -1,0 +1,120 @@
+"""``pytest --hf-prefetch-only``: prefetch what the selected tests declare instead of running them.
+
+The selected tests are collected (paths, ``-k`` and ``-m`` apply); the snapshots they declare
+(``snapshot_fixture`` fixtures in their closure, the closest ``hf_snapshot`` marker) and those of
+the ini option ``hf_prefetch`` are fetched through the session object by
+:func:`pytest_hfsnapshot.prefetch.prefetch`; ``--hf-manifest`` is written as after any run; no
+test runs. The exit status is 0 when every snapshot is ready, 1 when any is not; a run that
+selects no test and declares nothing keeps pytest's "no tests collected" status (5).
+
+pytest-xdist: the prefetch runs in the controller process only. Workers would each collect the
+same tests, and the prefetch's threads already fetch in parallel, so ``-n``/``--dist`` are
+switched off for the run (a note says so).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .declarations import requests_for_items
+from .errors import InvalidRequestError
+from .prefetch import Display, PrefetchResult, fit, prefetch, report_lines
+from .request import SnapshotRequest
+from .session import HfSnapshotSession
+from .specs import parse_spec
+
+_RESULT_KEY = pytest.StashKey[PrefetchResult]()
+_DIST_OFF_KEY = pytest.StashKey[bool]()
+
+
+def keep_in_process(config: pytest.Config) -> None:
+    """Switch xdist's distribution off for this run (call from ``pytest_cmdline_main``)."""
+    option = config.option
+    if getattr(option, "dist", "no") == "no" and not getattr(option, "tx", None):
+        return
+    option.dist = "no"
+    option.tx = []
+    option.numprocesses = 0
+    config.stash[_DIST_OFF_KEY] = True
+
+
+def run(session: pytest.Session, state: HfSnapshotSession) -> bool | None:
+    """``pytest_runtestloop`` of a prefetch run: prefetch instead of running tests.
+
+    Returns None, leaving the loop to pytest, when it has something else to say: errors during
+    collection, or ``--collect-only``.
+    """
+    config = session.config
+    if config.option.collectonly or (session.testsfailed and not config.option.continue_on_collection_errors):
+        return None
+    requests = list(dict.fromkeys([*requests_for_items(session.items), *declared(config)]))
+    display = terminal_display(config)
+    display.line("")
+    if config.stash.get(_DIST_OFF_KEY, False):
+        display.line("hfsnapshot: -n/--dist ignored: the prefetch runs in this process, repos in parallel threads")
+    if not requests:
+        display.line(
+            "hfsnapshot: nothing to prefetch: the selected tests declare no snapshot "
+            "(list the ones hf_snapshots(...) gets in the ini option hf_prefetch)"
+        )
+        config.stash[_RESULT_KEY] = PrefetchResult((), 0.0)
+        return True
+    result = prefetch(requests, state.fetch, display)
+    for text in report_lines(result, on_auth_error=state.options.on_auth_error):
+        display.line(text)
+    config.stash[_RESULT_KEY] = result
+    return True
+
+
+def finish(session: pytest.Session, state: HfSnapshotSession) -> None:
+    """Set the exit status of a prefetch run (call from the controller's ``pytest_sessionfinish``)."""
+    result = session.config.stash.get(_RESULT_KEY, None)
+    if result is None or session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return
+    if not result.ok(state.options.on_auth_error):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif result.results:
+        session.exitstatus = pytest.ExitCode.OK
+
+
+def declared(config: pytest.Config) -> list[SnapshotRequest]:
+    """The requests of the ini option ``hf_prefetch``; a malformed line is a usage error naming it."""
+    out: list[SnapshotRequest] = []
+    for number, text in enumerate(config.getini("hf_prefetch"), 1):
+        if not text.strip():
+            continue
+        try:
+            out.append(parse_spec(text))
+        except InvalidRequestError as error:
+            raise pytest.UsageError(
+                f"ini option hf_prefetch, entry {number} ({text.strip()!r}): {error} "
+                "Use org/name[@revision] or a JSON object such as "
+                '{"repo_id": "org/name", "allow_patterns": ["*.json"]}.'
+            ) from None
+    return out
+
+
+def terminal_display(config: pytest.Config) -> Display:
+    """A display on pytest's terminal reporter, live when it writes to a terminal."""
+    reporter: Any = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return Display(lambda text: None)
+    # pytest 8.0 has a bool here; later versions a bool that is also callable.
+    isatty = reporter.isatty
+    if not (isatty() if callable(isatty) else isatty):
+        return Display(reporter.write_line)
+
+    def line(text: str) -> None:
+        reporter.rewrite(text, erase=True)
+        reporter.write("\n", flush=True)
+
+    def status(text: str) -> None:
+        reporter.rewrite(fit(text), erase=True)
+        reporter.flush()
+
+    return Display(line, status)
+
+
+__all__ = ["declared", "finish", "keep_in_process", "run", "terminal_display"]

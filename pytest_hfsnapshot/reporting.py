@@ -1,0 +1,117 @@
+"""What a run shows and writes: the report header, the ``hf snapshots`` summary, the manifest, and redaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from huggingface_hub import constants as hf_constants
+
+from . import manifest
+from .credentials import hub_token, token_set
+from .formats import count, human_size, request_label
+from .options import Options
+from .snapshot_uses import SnapshotUse, primary_uses
+
+_PAST = {"skip": "skipped", "xfail": "xfailed", "fail": "failed"}
+
+
+def header(options: Options) -> str:
+    """The report header's line: cache, endpoint, offline, token set or not (never the token)."""
+    return (
+        f"hfsnapshot: cache={options.effective_cache_dir()} endpoint={hf_constants.ENDPOINT} "
+        f"offline={options.effective_offline()} token={'set' if token_set() else 'unset'}"
+    )
+
+
+def write_summary(
+    terminalreporter: pytest.TerminalReporter,
+    uses: Sequence[SnapshotUse],
+    auth_counts: Mapping[str, int],
+    *,
+    verbose: bool,
+) -> None:
+    """The ``hf snapshots`` section, when the session used a snapshot or met a refused access."""
+    if not uses and not auth_counts:
+        return
+    terminalreporter.write_sep("=", "hf snapshots")
+    for line in summary_lines(uses, verbose=verbose):
+        terminalreporter.write_line(line)
+    if auth_counts:
+        total = sum(auth_counts.values())
+        parts = ", ".join(f"{auth_counts[action]} {_PAST[action]}" for action in sorted(auth_counts))
+        terminalreporter.write_line(f"Hub access refused: {count(total, 'test')} ({parts})")
+
+
+def summary_lines(uses: Sequence[SnapshotUse], *, verbose: bool = False) -> list[str]:
+    """The rows of the ``hf snapshots`` section: one per snapshot, merged across processes."""
+    rows: list[list[str]] = []
+    notes: list[list[str]] = []
+    for primary in primary_uses(uses):
+        snap = primary.snapshot
+        others = [u for u in uses if u.request == primary.request and u is not primary]
+        extra: list[str] = []
+        if primary.worker is not None and snap.source != "cache":
+            extra.append(f"{snap.source} by {primary.worker}")
+        if others:
+            waited = sum(u.snapshot.lock_wait for u in others)
+            extra.append(f"{count(len(others), 'other')} waited {waited:.2f}s")
+        if snap.unverified_revision:
+            extra.append("UNVERIFIED REVISION")
+        if snap.repaired:
+            extra.append(f"repaired {count(len(snap.repaired), 'file')}")
+        rows.append(
+            [
+                request_label(primary.request),
+                snap.commit[:12],
+                count(len(snap.files), "file"),
+                human_size(snap.size),
+                snap.source,
+                f"{snap.seconds:.2f}s",
+                f"lock wait {snap.lock_wait:.2f}s",
+                "; ".join(extra),
+            ]
+        )
+        notes.append([f"    repaired: {name}" for name in snap.repaired] if verbose else [])
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(8)]
+    lines: list[str] = []
+    for row, row_notes in zip(rows, notes, strict=True):
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        lines.extend(row_notes)
+    return lines
+
+
+def write_manifest(session: pytest.Session, path: Path, uses: Sequence[SnapshotUse]) -> None:
+    """Write ``--hf-manifest``; a file that cannot be written fails an otherwise green run."""
+    try:
+        manifest.write(path, ((use.request, use.snapshot) for use in primary_uses(uses)))
+    except OSError as error:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"hfsnapshot: could not write the manifest {path}: {error}", red=True)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def redact_report(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Replace the token by ``***`` in a report's text.
+
+    A safety net behind our own messages, which never hold the token: tracebacks of libraries
+    (with --showlocals) and captured output might.
+    """
+    # Most reports carry no text at all: nothing to do, not even the token lookup.
+    if report.longrepr is None and not report.sections and not getattr(report, "wasxfail", None):
+        return
+    token = hub_token()
+    if not token or len(token) < 8:
+        return
+    if report.longrepr is not None and token in str(report.longrepr):
+        report.longrepr = str(report.longrepr).replace(token, "***")
+    report.sections = [(title, text.replace(token, "***")) for title, text in report.sections]
+    wasxfail = getattr(report, "wasxfail", None)
+    if isinstance(wasxfail, str) and token in wasxfail:
+        report.wasxfail = wasxfail.replace(token, "***")  # type: ignore[union-attr]
+
+
+__all__ = ["header", "redact_report", "summary_lines", "write_manifest", "write_summary"]

@@ -1,0 +1,184 @@
+"""The session object: one per process of a test session, registered as a plugin in ``pytest_configure``.
+
+It holds the run's options, the snapshots this process handed out (one materialization per
+request), and the verdicts of failed requests, shared with the session's other processes
+through :class:`~pytest_hfsnapshot.shared_failures.SharedFailures` so each failing request is
+asked of the Hub once.
+
+With pytest-xdist, each worker ships its :class:`~pytest_hfsnapshot.snapshot_uses.SnapshotUse`
+list and its failure folders in ``config.workeroutput`` at session finish; the controller merges
+them in ``pytest_testnodedown``. From the controller's ``pytest_sessionfinish`` on,
+:meth:`HfSnapshotSession.all_uses` holds every use of the session.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from .errors import HfSnapshotError
+from .options import Options
+from .request import SnapshotRequest
+from .shared_failures import SharedFailures
+from .snapshot import Snapshot
+from .snapshot_uses import SnapshotUse, request_key
+from .verdicts import Verdict, auth_action, for_failure
+
+_WORKERINPUT_SESSION = "hfsnapshot_session"
+_WORKEROUTPUT_KEY = "hfsnapshot"
+
+
+class HfSnapshotSession:
+    """Per-process state of one test session: options, snapshots handed out, failures remembered."""
+
+    def __init__(self, options: Options, session_id: str, worker: str | None) -> None:
+        self.options = options
+        self.session_id = session_id
+        self.worker = worker
+        #: The snapshots this process materialized, in order.
+        self.uses: list[SnapshotUse] = []
+        #: The workers' uses, merged in by the controller.
+        self.worker_uses: list[SnapshotUse] = []
+        self.failures = SharedFailures(session_id)
+        #: Tests that met a refused Hub access, by action taken ("skip", "xfail", "fail").
+        self.auth_counts: dict[str, int] = {}
+        self._snapshots: dict[SnapshotRequest, Snapshot] = {}
+        self._verdicts: dict[SnapshotRequest, Verdict] = {}
+        self._lock = threading.Lock()
+
+    def fetch(self, request: SnapshotRequest) -> Snapshot:
+        """The request's snapshot, materialized at most once by this process; core errors propagate.
+
+        A failure's verdict is kept (here and, for other xdist workers, in the session's folder) so
+        that :meth:`provide` answers every later test at once.
+        """
+        with self._lock:
+            known = self._snapshots.get(request)
+        if known is not None:
+            return known
+        opts = self.options
+        # Imported on the first snapshot, not at start-up: a suite that needs none does not pay
+        # for huggingface_hub's HTTP stack.
+        from .engine import materialize_request
+
+        started = time.monotonic()
+        try:
+            snapshot = materialize_request(
+                request,
+                cache_dir=opts.cache_dir,
+                verify=opts.verify,
+                retries=opts.retries,
+                lock_timeout=opts.lock_timeout,
+                offline=True if opts.offline else None,
+                strict=opts.strict,
+                session=self.session_id,
+            )
+        except HfSnapshotError as error:
+            self._share_verdict(request, for_failure(request, error, opts))
+            raise
+        use = SnapshotUse(request, snapshot, time.monotonic() - started, self.worker)
+        with self._lock:
+            if request not in self._snapshots:
+                self._snapshots[request] = snapshot
+                self.uses.append(use)
+            return self._snapshots[request]
+
+    def provide(self, request: SnapshotRequest) -> Snapshot:
+        """:meth:`fetch` for a test: a failure becomes the session's skip, xfail or failure."""
+        verdict = self._shared_verdict(request)
+        if verdict is None:
+            try:
+                return self.fetch(request)
+            except HfSnapshotError as error:
+                verdict = self._shared_verdict(request) or for_failure(request, error, self.options)
+        raise verdict.exception()
+
+    def all_uses(self) -> list[SnapshotUse]:
+        """This process's uses, then the workers' (those arrive in the controller only)."""
+        return [*self.uses, *self.worker_uses]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # With xdist, the controller sees the workers' reports here, their auth tags included.
+        action = auth_action(report)
+        if action is not None:
+            self.auth_counts[action] = self.auth_counts.get(action, 0) + 1
+
+    def to_workeroutput(self, workeroutput: dict[str, Any]) -> None:
+        """A worker's part of the session, for the controller (see :class:`XdistHooks`)."""
+        workeroutput[_WORKEROUTPUT_KEY] = {
+            "uses": [use.to_dict() for use in self.uses],
+            "failure_folders": sorted(self.failures.folders),
+        }
+
+    def _share_verdict(self, request: SnapshotRequest, verdict: Verdict) -> None:
+        with self._lock:
+            self._verdicts[request] = verdict
+        self.failures.share(self.options.effective_cache_dir(), request_key(request), verdict.to_dict())
+
+    def _shared_verdict(self, request: SnapshotRequest) -> Verdict | None:
+        with self._lock:
+            verdict = self._verdicts.get(request)
+        if verdict is not None:
+            return verdict
+        data = self.failures.recall(self.options.effective_cache_dir(), request_key(request))
+        verdict = Verdict.from_dict(data) if data is not None else None
+        if verdict is not None:
+            with self._lock:
+                self._verdicts[request] = verdict
+        return verdict
+
+
+class XdistHooks:
+    """Controller-side xdist hooks, registered only when pytest-xdist is installed."""
+
+    def __init__(self, state: HfSnapshotSession) -> None:
+        self.state = state
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[_WORKERINPUT_SESSION] = self.state.session_id
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        data = getattr(node, "workeroutput", {}).get(_WORKEROUTPUT_KEY)
+        if not isinstance(data, dict):
+            return
+        self.state.worker_uses.extend(SnapshotUse.from_dict(item) for item in data.get("uses", ()))
+        self.state.failures.adopt(data.get("failure_folders", ()))
+
+
+_STATE_KEY = pytest.StashKey[HfSnapshotSession]()
+
+
+def start(config: pytest.Config, options: Options) -> HfSnapshotSession:
+    """Make this process's session object and register it (and, in an xdist controller, the xdist hooks)."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        worker: str | None = str(workerinput.get("workerid"))
+        sid = str(workerinput.get(_WORKERINPUT_SESSION) or uuid.uuid4().hex)
+    else:
+        worker, sid = None, uuid.uuid4().hex
+    state = HfSnapshotSession(options, sid, worker)
+    config.stash[_STATE_KEY] = state
+    config.pluginmanager.register(state, "hfsnapshot-session")
+    if workerinput is None and config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistHooks(state), "hfsnapshot-xdist")
+    return state
+
+
+def find_state(config: pytest.Config) -> HfSnapshotSession | None:
+    """The session object, or None when the plugin is not configured."""
+    return config.stash.get(_STATE_KEY, None)
+
+
+def state_of(config: pytest.Config) -> HfSnapshotSession:
+    """The session object; a RuntimeError when the plugin is not configured."""
+    try:
+        return config.stash[_STATE_KEY]
+    except KeyError:
+        raise RuntimeError("pytest-hfsnapshot is not configured for this session (-p no:hfsnapshot?)") from None
+
+
+__all__ = ["HfSnapshotSession", "XdistHooks", "find_state", "start", "state_of"]

@@ -1,0 +1,41 @@
+"""Snapshots written as text or keywords: ``org/name[@revision]`` and JSON specs, and a declaration's keywords.
+
+Used by the ini option ``hf_prefetch``, ``pytest-hfsnapshot prefetch --repo`` and the
+``hf_snapshot`` marker.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+from .errors import InvalidRequestError
+from .request import REPO_TYPES, SnapshotRequest
+
+#: The keywords a declaration takes (marker, JSON spec): exactly those of ``SnapshotRequest.build``.
+REQUEST_KEYWORDS: tuple[str, ...] = tuple(inspect.signature(SnapshotRequest.build).parameters)
+
+
+def parse_spec(text: str) -> SnapshotRequest:
+    """``org/name[@revision]``, ``datasets/org/name[@revision]``, or a JSON object of the factory's arguments."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            spec = json.loads(text)
+        except ValueError as error:
+            raise InvalidRequestError(f"not valid JSON ({error}): {text}") from None
+        unknown = sorted(set(spec) - set(REQUEST_KEYWORDS))
+        if unknown:
+            raise InvalidRequestError(f"unknown key(s) {', '.join(unknown)}; use {', '.join(REQUEST_KEYWORDS)}: {text}")
+        if "repo_id" not in spec:
+            raise InvalidRequestError(f"a repo_id is required: {text}")
+        return SnapshotRequest.build(spec.pop("repo_id"), **spec)
+    repo_id, at, revision = text.partition("@")
+    repo_type = "model"
+    prefix, _, rest = repo_id.partition("/")
+    if rest.count("/") == 1 and prefix.endswith("s") and prefix[:-1] in REPO_TYPES:
+        repo_type, repo_id = prefix[:-1], rest
+    return SnapshotRequest.build(repo_id, revision=revision if at else "main", repo_type=repo_type)
+
+
+__all__ = ["REQUEST_KEYWORDS", "parse_spec"]

@@ -1,0 +1,151 @@
+"""What a test gets when its snapshot cannot be had, or when its own code meets a refused Hub access.
+
+A :class:`Verdict` is the skip, xfail or failure every test needing the same failed request
+gets, without asking the Hub again. Verdicts about a refused access carry an auth tag to the
+test's report, which the session counts for the summary (across xdist workers too: xdist
+carries extra report attributes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from huggingface_hub import constants as hf_constants
+
+from .choices import AUTH_ACTIONS, AuthAction
+from .credentials import token_set
+from .errors import AuthError, HfSnapshotError, OfflineMissingError
+from .options import Options
+from .request import SnapshotRequest
+
+#: The report (and exception) attribute holding ``{"action": ..., "reason": ...}`` for refused accesses.
+AUTH_TAG = "hfsnapshot_auth"
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What every test needing a failed request gets: the same answer, without asking the Hub again."""
+
+    action: AuthAction
+    message: str
+    #: The refusal's reason (``"gated"``, ...) when the Hub refused access, else None.
+    auth: str | None = None
+
+    def exception(self) -> BaseException:
+        """The exception that gives a test this verdict when raised in its setup or call."""
+        exc: BaseException
+        if self.action == "skip":
+            exc = pytest.skip.Exception(self.message, _use_item_location=True)
+        elif self.action == "xfail":
+            exc = pytest.xfail.Exception(self.message)
+        else:
+            exc = pytest.fail.Exception(self.message, pytrace=False)
+        if self.auth is not None:
+            setattr(exc, AUTH_TAG, {"action": self.action, "reason": self.auth})
+        return exc
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for :class:`~pytest_hfsnapshot.shared_failures.SharedFailures`."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict | None:
+        """Inverse of :meth:`to_dict`; None for data this version did not write."""
+        action = data.get("action")
+        for known in AUTH_ACTIONS:
+            if action == known:
+                auth = data.get("auth")
+                return cls(known, str(data.get("message", "")), auth if isinstance(auth, str) else None)
+        return None
+
+
+def for_failure(request: SnapshotRequest, error: HfSnapshotError, options: Options) -> Verdict:
+    """The verdict for tests needing ``request``, which failed with the core's ``error``."""
+    if isinstance(error, AuthError):
+        from .refusals import auth_message  # on first use: see for_test_code
+
+        message = auth_message(
+            error.reason,
+            repo_id=request.repo_id,
+            repo_type=request.repo_type,
+            revision=request.revision,
+            endpoint=hf_constants.ENDPOINT,
+            token_set=token_set(),
+        )
+        return Verdict(options.on_auth_error, message, auth=error.reason)
+    if isinstance(error, OfflineMissingError):
+        message = f"{request.label}: offline and not fully cached: {error}"
+        missing = [name for name in error.missing if name not in str(error)]
+        if missing:
+            shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            message += f" (missing: {shown})"
+        return Verdict(options.on_missing, message)
+    return Verdict("fail", f"{request.label}: {type(error).__name__}: {error}")
+
+
+def for_test_code(exc: BaseException, options: Options) -> Verdict | None:
+    """The verdict for a refused Hub access raised by test code (e.g. transformers' OSError from
+    GatedRepoError); None when ``exc`` is something else or refusals are to fail as they are.
+    """
+    if options.on_auth_error == "fail":
+        return None
+    # Imported on the first failing test, not at start-up: classification needs
+    # huggingface_hub's errors, and with them its HTTP client.
+    from .refusals import auth_message, auth_repo, classify_auth
+
+    reason = classify_auth(exc)
+    if reason is None:
+        return None
+    repo = auth_repo(exc)
+    message = auth_message(
+        reason,
+        repo_id=repo[0] if repo else None,
+        repo_type=repo[1] if repo else "model",
+        endpoint=hf_constants.ENDPOINT,
+        token_set=token_set(),
+    )
+    return Verdict(options.on_auth_error, message, auth=reason)
+
+
+def apply_to_call(options: Options | None, call: pytest.CallInfo[None]) -> pytest.ExceptionInfo[BaseException] | None:
+    """Replace a refused Hub access raised in a test's setup or call by its verdict's exception.
+
+    Returns the call's exception info as it now is, for :func:`tag_report`.
+    """
+    excinfo = call.excinfo
+    if options is None or excinfo is None or call.when not in ("setup", "call"):
+        return excinfo
+    if not isinstance(excinfo.value, Exception):
+        return excinfo
+    verdict = for_test_code(excinfo.value, options)
+    if verdict is not None:
+        call.excinfo = excinfo = _raised(verdict.exception())
+    return excinfo
+
+
+def tag_report(excinfo: pytest.ExceptionInfo[BaseException] | None, report: pytest.TestReport) -> None:
+    """Copy the verdict's auth tag, if any, from the call's exception to its report."""
+    auth = getattr(excinfo.value, AUTH_TAG, None) if excinfo is not None else None
+    if auth is not None:
+        setattr(report, AUTH_TAG, auth)
+
+
+def auth_action(report: pytest.TestReport) -> str | None:
+    """The action taken on a refused Hub access, for a setup or call report that has one."""
+    auth = getattr(report, AUTH_TAG, None)
+    if isinstance(auth, dict) and report.when in ("setup", "call"):
+        return str(auth.get("action", "skip"))
+    return None
+
+
+def _raised(exc: BaseException) -> pytest.ExceptionInfo[BaseException]:
+    """``exc`` as pytest sees an exception that was raised (with a traceback)."""
+    try:
+        raise exc
+    except BaseException:
+        return pytest.ExceptionInfo.from_current()
+
+
+__all__ = ["AUTH_TAG", "Verdict", "apply_to_call", "auth_action", "for_failure", "for_test_code", "tag_report"]
