@@ -4,6 +4,16 @@ olah (a self-hosted Hub mirror serving local git repos offline) is a server nobo
 wrote: where both answer the same, LocalHub has not drifted from a real implementation;
 where they differ, each test states both servers' behaviour explicitly.
 
+What olah cannot serve, so what this tier leaves to the Xet-serving LocalHub of ``tests/``:
+the Xet storage path. Serving local git repos offline, olah has no CAS: its listings carry no
+``xetHash`` and its resolve route serves LFS objects itself. As a proxy of a real Hub (measured
+with olah 0.5.4) it strips the Xet headers (``X-Xet-Hash``, ``Link: rel="xet-auth"``) from HEAD
+answers and passes the tree listing (with ``xetHash``) and the xet-read-token route through to
+its upstream, so a client behind it mixes both paths. The cross-check therefore compares both
+servers on plain HTTP storage (``LocalHub(xet=False)``); every transfer path real users have
+(Xet with the shared blob store, Xet with repo-local blobs, plain HTTP) is covered against
+LocalHub by the main suite (``tests/conftest.py``).
+
 Missing prerequisites (git, the olah venv from ``setup_olah.sh``) skip with a reason
 on a developer machine and fail when ``CI`` is set, so CI never goes green by skipping.
 """
@@ -56,8 +66,9 @@ def olah_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="session")
 def local_server() -> Iterator[Server]:
-    # A small page size, so LocalHub's listings paginate where olah's never do.
-    with LocalHub(tree_page_size=TREE_PAGE_SIZE) as hub:
+    # A small page size, so LocalHub's listings paginate where olah's never do. Plain HTTP storage:
+    # olah serves git LFS objects itself and no Xet (what it cannot serve: see the module docstring).
+    with LocalHub(tree_page_size=TREE_PAGE_SIZE, xet=False) as hub:
         commits: dict[str, dict[str, str]] = {}
         for repo in REPOS:
             labels = commits.setdefault(repo.repo_id, {})

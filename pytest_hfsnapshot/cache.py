@@ -119,8 +119,10 @@ class RepoCache:
             return None  # a link planted on the way to the store leads elsewhere
         return Path(resolved)
 
-    def drop_store_reference(self, store: Path, etag: str) -> None:
+    def drop_store_reference(self, store: Path, etag: str) -> bool:
         """Take ``blobs/<etag>`` of this repo out of the store entry's ``.refs`` manifest (call under its lock).
+
+        Returns whether the manifest named it.
 
         The manifest lists, one per line relative to the cache, the repo links to the entry; the
         client appends a line before it makes a link and reads them when it collects garbage.
@@ -128,14 +130,14 @@ class RepoCache:
         manifest = store.with_name(f"{store.name}.refs")
         try:
             if manifest.is_symlink():
-                return
+                return False
             lines = manifest.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeError):
-            return
+            return False
         mine = f"{self.folder_name}/blobs/{etag}"
         kept = [line for line in lines if line != mine]
         if len(kept) == len(lines):
-            return
+            return False
         fd, tmp = tempfile.mkstemp(prefix=f".{manifest.name}.", suffix=".tmp", dir=manifest.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -146,6 +148,7 @@ class RepoCache:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        return True
 
     def store_lock(self, store: Path) -> Path:
         """huggingface_hub's lock of one shared-store entry (held while it publishes, links or collects it)."""

@@ -8,6 +8,7 @@ so every decision walks the whole ``__cause__`` / ``__context__`` chain.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,6 +42,11 @@ _TRANSPORT_NAMES = frozenset(
     }
 )
 _TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "h11", "http.client", "urllib3", "requests")
+
+
+# hf_xet reports a failed transfer as a plain RuntimeError whose text carries the HTTP status, e.g.
+# "CAS Client Error: Request error: HTTP status server error (503 Service Unavailable), domain: ...".
+_XET_STATUS_RE = re.compile(r"HTTP status (?:client|server) error \((\d{3})")
 
 
 class ContentMismatch(OSError):
@@ -142,6 +148,13 @@ def classify(error: BaseException) -> Classification:
         if status is not None and 400 <= status < 500:
             return Classification("fatal", status=status, decisive=link)
     for link in links:
+        if _is_xet_transfer(link):
+            # hf_xet has retried it with its own backoff (6 tries, minutes for a 5xx) before raising.
+            status = _xet_status(link)
+            if status is None or status in _TRANSIENT_STATUS or status >= 500:
+                return Classification("transient", status=status, decisive=link, client_retried=True)
+            return Classification("fatal", status=status, decisive=link)
+    for link in links:
         if _is_transport(link):
             return Classification(
                 "transient", decisive=link, client_retried=client_retried(_request_of(link), transport=link)
@@ -153,6 +166,24 @@ def classify(error: BaseException) -> Classification:
         ):
             return Classification("transient", decisive=link)
     return Classification("fatal", decisive=links[-1] if links else error)
+
+
+def _is_xet_transfer(error: BaseException) -> bool:
+    """A failure raised by hf_xet while huggingface_hub's ``xet_get`` was downloading a file."""
+    if type(error) is not RuntimeError:
+        return False
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "xet_get" and "huggingface_hub" in code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _xet_status(error: BaseException) -> int | None:
+    match = _XET_STATUS_RE.search(str(error))
+    return int(match.group(1)) if match else None
 
 
 def _request_of(error: BaseException) -> Any:

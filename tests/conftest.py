@@ -13,11 +13,18 @@ children (xdist workers, subprocesses).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 TRANSPORTS = ("xet", "xet-noshare", "http")
+# hf_xet retries a failed CAS request itself, 5 times with a backoff that starts at seconds (a
+# 5xx storm costs it minutes). Fault tests keep every request and shrink only the waits, as the
+# ``client_clock`` fixture does for huggingface_hub's own backoff. Read when hf_xet starts.
+XET_FAST_RETRIES = {"HF_XET_CLIENT_RETRY_BASE_DELAY": "10ms"}
+os.environ.update(XET_FAST_RETRIES)
 _SWITCHES = {
     "xet": {"HF_HUB_DISABLE_XET": False, "HF_HUB_DISABLE_SHARED_BLOBS": False},
     "xet-noshare": {"HF_HUB_DISABLE_XET": False, "HF_HUB_DISABLE_SHARED_BLOBS": True},
@@ -38,6 +45,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if unknown:
         raise ValueError(f"unknown transports {sorted(unknown)}: use {TRANSPORTS}")
     metafunc.parametrize("transport", names, indirect=True)
+
+
+def xet_in_use(hub: LocalHub) -> bool:
+    """Whether the client downloads the hub's LFS files through hf_xet in this test."""
+    import huggingface_hub.constants as constants
+
+    return hub.xet and not constants.HF_HUB_DISABLE_XET
+
+
+def file_fetches(hub: LocalHub, resolve_path: str) -> int:
+    """How many times one repo file's bytes were fetched, whichever way the client took.
+
+    A file body is a 200 answer to a GET: on ``resolve`` itself (small files), on the CDN
+    (plain HTTP), or a Xet reconstruction; the local Hub matches the last two as that file's
+    ``resolve`` path. Redirects (302) and xorb ranges (206) are parts of one fetch.
+    """
+    return hub.request_count(resolve_path, method="GET", status=200)
 
 
 @pytest.fixture

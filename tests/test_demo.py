@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import file_fetches
 
 from pytest_hfsnapshot.testing.hub import LocalHub
 
@@ -76,8 +77,10 @@ def test_demo_skips_the_gated_repo_with_the_reason(demo: subprocess.CompletedPro
 
 def test_demo_explains_the_run_with_the_hubs_counts(demo: subprocess.CompletedProcess[str]) -> None:
     explained = demo.stdout.split("What you just saw:", 1)[1]
-    assert "crossed the network once: 1 GET of model.safetensors in all" in explained
-    assert 'fetched again (1 GET): source "repair"' in explained
+    assert re.search(
+        r"crossed the network once, (through Xet|over HTTP).*: 1 fetch of model.safetensors in all", explained
+    )
+    assert 'fetched again (1 fetch): source "repair"' in explained
     assert "0 B of its 8.0 MiB weight file served" in explained
     assert re.search(r"403 GatedRepo \(\d+ refused requests?, none asked twice\)", explained)
     assert re.search(r"The local Hub served \d+ requests", explained)
@@ -85,22 +88,26 @@ def test_demo_explains_the_run_with_the_hubs_counts(demo: subprocess.CompletedPr
 
 def hub_repos(hub: LocalHub) -> None:
     """The repos examples/conftest_patterns asks for, as small stand-ins on the local Hub."""
-    weights = {"model.safetensors": b"\x01" * 2048, "pytorch_model.bin": b"\x02" * 2048}
+
+    def weights(seed: int) -> dict[str, bytes]:
+        # Distinct per repo: with the shared blob store, equal bytes in two repos are fetched once.
+        return {"model.safetensors": bytes([seed]) * 2048, "pytorch_model.bin": bytes([seed + 1]) * 2048}
+
     hub.add_repo(
         "hf-internal-testing/tiny-random-bert",
-        {"config.json": '{"model_type": "bert"}', "tokenizer_config.json": "{}", "vocab.txt": "[PAD]\n", **weights},
+        {"config.json": '{"model_type": "bert"}', "tokenizer_config.json": "{}", "vocab.txt": "[PAD]\n", **weights(1)},
     )
     hub.add_repo(
         "hf-internal-testing/tiny-random-gpt2",
-        {"config.json": '{"model_type": "gpt2"}', "vocab.json": "{}", "merges.txt": "#\n", **weights},
+        {"config.json": '{"model_type": "gpt2"}', "vocab.json": "{}", "merges.txt": "#\n", **weights(3)},
     )
-    hub.add_repo("hf-internal-testing/tiny-random-LlamaForCausalLM", {"config.json": "{}", **weights})
+    hub.add_repo("hf-internal-testing/tiny-random-LlamaForCausalLM", {"config.json": "{}", **weights(5)})
     hub.add_repo(
         "stanfordnlp/imdb",
         {"README.md": "# IMDB\n", "plain_text/train-00000-of-00001.parquet": b"PAR1" * 512},
         repo_type="dataset",
     )
-    hub.add_repo("meta-llama/Llama-3.2-1B", {"config.json": "{}", **weights}, gated=True)
+    hub.add_repo("meta-llama/Llama-3.2-1B", {"config.json": "{}", **weights(7)}, gated=True)
 
 
 def test_conftest_patterns_example(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
@@ -112,7 +119,7 @@ def test_conftest_patterns_example(pytester: pytest.Pytester, local_hub: LocalHu
     result.assert_outcomes(passed=10 + with_transformers, skipped=2 - with_transformers)
     result.stdout.fnmatch_lines(["*needs a Hugging Face Hub token*"])
     assert local_hub.served("*/tiny-random-LlamaForCausalLM/resolve/*/model.safetensors") == 0
-    assert local_hub.request_count("*/tiny-random-bert/resolve/*/model.safetensors", method="GET") == 1
+    assert file_fetches(local_hub, "*/tiny-random-bert/resolve/*/model.safetensors") == 1
     assert local_hub.request_count("/meta-llama/*") == 0
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import file_fetches
 
 from pytest_hfsnapshot import (
     AuthError,
@@ -40,7 +41,7 @@ def repo(local_hub: LocalHub) -> str:
 
 
 def file_gets(hub: LocalHub) -> int:
-    return hub.request_count("*/resolve/*", method="GET")
+    return file_fetches(hub, "*/resolve/*")
 
 
 def test_cold_download_is_verified_and_complete(local_hub: LocalHub, repo: str) -> None:
@@ -95,14 +96,14 @@ def test_branch_resolution_is_shared_by_a_session_across_processes(local_hub: Lo
 def test_metadata_only_then_full_fetches_only_the_rest(local_hub: LocalHub, repo: str) -> None:
     meta = materialize("org/tiny", metadata_only=True)
     assert "model.safetensors" not in meta.files
-    assert local_hub.request_count("*model.safetensors", method="GET") == 0
+    assert file_fetches(local_hub, "*model.safetensors") == 0
     before = file_gets(local_hub)
 
     full = materialize("org/tiny")
 
     assert full.files == tuple(sorted(FILES))
     assert file_gets(local_hub) - before == 1
-    assert local_hub.request_count("*model.safetensors", method="GET") == 1
+    assert file_fetches(local_hub, "*model.safetensors") == 1
 
 
 def test_patterns_select_files(local_hub: LocalHub, repo: str) -> None:
@@ -202,7 +203,7 @@ def test_corruption_in_transit_is_caught_by_hash_and_refetched(local_hub: LocalH
     local_hub.corrupt("*model.safetensors", times=1)
     snap = materialize("org/tiny", retries=2)
     assert hashlib.sha256((snap / "model.safetensors").read_bytes()).hexdigest() == hashlib.sha256(WEIGHTS).hexdigest()
-    assert local_hub.request_count("*model.safetensors", method="GET") == 2
+    assert file_fetches(local_hub, "*model.safetensors") == 2
 
 
 def test_truncated_cache_file_is_repaired_alone(local_hub: LocalHub, repo: str) -> None:
@@ -217,7 +218,8 @@ def test_truncated_cache_file_is_repaired_alone(local_hub: LocalHub, repo: str) 
     assert again.source == "repair"
     assert again.repaired == ("model.safetensors",)
     assert (again / "model.safetensors").read_bytes() == WEIGHTS
-    assert [p for m, p, _ in local_hub.requests if m == "GET"] == [f"/org/tiny/resolve/{repo}/model.safetensors"]
+    assert file_fetches(local_hub, f"/org/tiny/resolve/{repo}/model.safetensors") == 1
+    assert file_fetches(local_hub, "*/resolve/*") == 1, "nothing else is fetched"
 
 
 def test_same_size_corruption_needs_sha256(local_hub: LocalHub, repo: str) -> None:

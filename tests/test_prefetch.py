@@ -6,11 +6,13 @@ import threading
 import time
 
 import pytest
+from conftest import file_fetches
 
 from pytest_hfsnapshot.errors import AuthError, RevisionNotFoundError
-from pytest_hfsnapshot.prefetch import Display, parse_spec, prefetch
+from pytest_hfsnapshot.prefetch import Display, PrefetchResult, RequestResult, prefetch, report_lines
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.snapshot import Snapshot
+from pytest_hfsnapshot.specs import parse_spec
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 FILES: dict[str, bytes | str] = {"config.json": "{}", "model.safetensors": b"\x03" * (64 * 1024)}
@@ -79,7 +81,7 @@ def test_prefetch_fetches_every_declared_snapshot_and_runs_no_test(
     # Not a terminal: plain lines only, no status line redrawn in place.
     assert "working on" not in result.stdout.str()
     assert "\r" not in capsys.readouterr().out
-    assert local_hub.request_count(WEIGHT_GET, method="GET") == 1
+    assert file_fetches(local_hub, WEIGHT_GET) == 1
     # The cache is ready: the suite's own run needs the network no more.
     local_hub.reset_counters()
     run(pytester, local_hub, "--hf-offline").assert_outcomes(failed=2)
@@ -125,8 +127,8 @@ def test_one_download_for_fixtures_and_a_marker_asking_the_same(
     result = run(pytester, local_hub, "--hf-prefetch-only")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["hfsnapshot: prefetching 1 snapshot of 1 repo, 1 at a time"])
-    assert local_hub.request_count(WEIGHT_GET, method="GET") == 1
-    assert local_hub.request_count("*/revision/main", method="GET") == 1
+    assert file_fetches(local_hub, WEIGHT_GET) == 1
+    assert file_fetches(local_hub, "*/revision/main") == 1
 
 
 def test_only_the_selected_tests_count(pytester: pytest.Pytester, local_hub: LocalHub, repos: dict[str, str]) -> None:
@@ -149,18 +151,18 @@ def test_only_the_selected_tests_count(pytester: pytest.Pytester, local_hub: Loc
 
 
 def test_repos_are_fetched_in_parallel(pytester: pytest.Pytester, local_hub: LocalHub, repos: dict[str, str]) -> None:
-    # Each repo's weight download first gets a 503 asking to retry in 2 s: one after the other that
-    # is over 4 s; in parallel both wait at once.
+    # Each repo's revision call first gets a 503 asking to retry in 2 s (the client never retries
+    # it, the engine does): one after the other that is over 4 s; in parallel both wait at once.
     for name in repos:
-        local_hub.fail(f"/{name}/resolve/*/model.safetensors", 503, retry_after=2, method="GET")
+        local_hub.fail(f"/api/models/{name}/revision/*", 503, retry_after=2)
     pytester.makeconftest(CONFTEST.replace(', allow_patterns=["*.json"]', ""))
     pytester.makepyfile(SUITE)
     started = time.monotonic()
     result = run(pytester, local_hub, "--hf-prefetch-only")
     elapsed = time.monotonic() - started
     assert result.ret == 0
-    weights = [status for method, path, status in local_hub.requests if method == "GET" and "model.safetensors" in path]
-    assert weights == [503, 503, 200, 200], "both repos were refused before either was retried"
+    revisions = [status for _, path, status in local_hub.requests if "/revision/" in path]
+    assert revisions == [503, 503, 200, 200], "both repos were refused before either was retried"
     assert elapsed < 3.5
 
 
@@ -185,7 +187,7 @@ def test_same_repo_requests_run_one_after_another_other_repos_at_once() -> None:
     started = time.monotonic()
     result = prefetch(requests, fetch, Display(lines.append), workers=4)
     elapsed = time.monotonic() - started
-    assert [o.request for o in result.outcomes] == requests
+    assert [r.request for r in result.results] == requests
     assert result.ok()
     assert peak == {"all": 4, "org/a": 1}
     # 6 requests of 0.3 s on 4 threads, org/a's two in one thread: 2 rounds, not 6.
@@ -364,7 +366,7 @@ def test_xdist_prefetch_runs_in_the_controller(
         consecutive=False,
     )
     result.stdout.no_fnmatch_line("*created: 2/2 workers*")
-    assert local_hub.request_count(WEIGHT_GET, method="GET") == 1
+    assert file_fetches(local_hub, WEIGHT_GET) == 1
 
 
 def test_after_a_prefetch_an_offline_xdist_run_makes_no_request(
@@ -427,14 +429,12 @@ def test_parse_spec_rejects(text: str, message: str) -> None:
 
 
 def test_report_lines_for_auth_and_other_failures() -> None:
-    from pytest_hfsnapshot.prefetch import Outcome, PrefetchResult, report_lines
-
     gated = SnapshotRequest.build("org/gated")
     missing = SnapshotRequest.build("org/tiny", revision="v9")
     result = PrefetchResult(
         (
-            Outcome(gated, None, AuthError("refused", reason="gated"), 0.1),
-            Outcome(missing, None, RevisionNotFoundError("Revision 'v9' does not exist.\nMore."), 0.1),
+            RequestResult(gated, None, AuthError("refused", reason="gated"), 0.1),
+            RequestResult(missing, None, RevisionNotFoundError("Revision 'v9' does not exist.\nMore."), 0.1),
         ),
         0.2,
     )

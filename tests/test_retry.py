@@ -157,3 +157,43 @@ def test_backoff_stops_at_the_deadline() -> None:
 
     backoff = retry.Backoff(retries=10, deadline=time.monotonic() + 0.01, sleep=lambda _: None)
     assert backoff.next_delay(5.0) is None
+
+
+def xet_failure(message: str) -> RuntimeError:
+    """What hf_xet raises through huggingface_hub's ``xet_get`` when a CAS request keeps failing."""
+    namespace: dict[str, Any] = {}
+    code = "def xet_get(message):\n    raise RuntimeError(message)\n"
+    exec(compile(code, "/site-packages/huggingface_hub/file_download.py", "exec"), namespace)
+    try:
+        namespace["xet_get"](message)
+    except RuntimeError as error:
+        return error
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "status"),
+    [
+        (
+            "CAS Client Error: Request error: HTTP status server error (503 Service Unavailable), domain: x",
+            "transient",
+            503,
+        ),
+        (
+            "CAS Client Error: Request error: HTTP status client error (429 Too Many Requests), domain: x",
+            "transient",
+            429,
+        ),
+        ("CAS Client Error: Request error: error decoding response body", "transient", None),
+        ("CAS Client Error: Request error: HTTP status client error (404 Not Found), domain: x", "fatal", 404),
+    ],
+)
+def test_hf_xet_transfer_failures(message: str, kind: str, status: int | None) -> None:
+    found = retry.classify(xet_failure(f"Task error: File reconstruction error: {message}"))
+    assert (found.kind, found.status) == (kind, status)
+    # hf_xet retried it already with its own backoff: ours must not multiply it.
+    assert found.client_retried is (kind == "transient")
+
+
+def test_a_runtime_error_elsewhere_is_not_taken_for_hf_xet() -> None:
+    assert retry.classify(RuntimeError("HTTP status server error (503 Service Unavailable)")).kind == "fatal"

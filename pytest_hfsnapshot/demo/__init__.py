@@ -24,7 +24,7 @@ from pathlib import Path
 from huggingface_hub import snapshot_download
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
-from ..plugin import human_size
+from ..formats import human_size
 from ..testing.half_written import truncated_blob
 from ..testing.hub import LocalHub
 
@@ -100,8 +100,10 @@ def explain(hub: LocalHub, output: str, weight_sizes: dict[str, int], workers: b
     """What the run showed, in words, with the local Hub's counters."""
     plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
 
-    def gets(repo_id: str, filename: str = "*") -> int:
-        return hub.request_count(f"/{repo_id}/resolve/*/{filename}", method="GET")
+    def fetches(repo_id: str, filename: str = "*") -> int:
+        # One file body per fetch, whichever way the client took: a Xet reconstruction, the CDN,
+        # or resolve itself (the local Hub counts the first two as that file's resolve path).
+        return hub.request_count(f"/{repo_id}/resolve/*/{filename}", method="GET", status=200)
 
     tiny = f"{TINY}: its 3 tests share one verified snapshot"
     # The summary row names the worker that downloaded and how many others waited for it.
@@ -114,21 +116,27 @@ def explain(hub: LocalHub, output: str, weight_sizes: dict[str, int], workers: b
         )
     elif workers:
         tiny += " (one worker ran them all this time)"
-    weight_gets = gets(TINY, WEIGHTS)
+    weight_fetches = fetches(TINY, WEIGHTS)
+    via = "through Xet (hf_xet: a reconstruction, then ranged xorb reads from the CAS)" if _xet(hub) else "over HTTP"
     refused = [path for _, path, status in hub.requests if status == 403 and path.startswith(f"/{GATED}/")]
     retried = "none asked twice" if len(set(refused)) == len(refused) else "some asked again"
     return [
         'The "hfsnapshot:" header line: the cache, the endpoint, offline mode, and whether a token is set.',
         f"{tiny}. The weight file ({human_size(weight_sizes[TINY])}) crossed the network "
-        f"{_times(weight_gets)}: {weight_gets} GET of {WEIGHTS} in all.",
+        f"{_times(weight_fetches)}, {via}: {weight_fetches} fetch of {WEIGHTS} in all.",
         f"{CACHED}: the cache held {WEIGHTS} cut to half its size (a disk that filled up mid-write). "
-        f'The size check caught it and only that file was fetched again ({gets(CACHED)} GET): source "repair".',
+        f'The size check caught it and only that file was fetched again ({fetches(CACHED)} fetch): source "repair".',
         f"{LARGE} with metadata_only=True: {human_size(hub.served(f'/{LARGE}/resolve/*/{WEIGHTS}'))} of its "
         f"{human_size(weight_sizes[LARGE])} weight file served; config and tokenizer only.",
         f"{GATED}: the Hub answered 403 GatedRepo ({len(refused)} refused request{'s' if len(refused) != 1 else ''}, "
         f"{retried}); the test was skipped with the reason shown, counted under 'Hub access refused'.",
         f"The local Hub served {len(hub.requests)} requests ({human_size(hub.served())}) for the whole run.",
     ]
+
+
+def _xet(hub: LocalHub) -> bool:
+    """Whether the suite's client downloaded the hub's weight files through hf_xet."""
+    return hub.xet and os.environ.get("HF_HUB_DISABLE_XET", "").strip().lower() not in ("1", "true", "yes", "on")
 
 
 def _times(count: int) -> str:
@@ -165,7 +173,14 @@ def main(argv: Sequence[str] = ()) -> int:
             workers = "-n" in command
             print(
                 "pytest-hfsnapshot demo\n"
-                f"A local Hub is serving at {hub.url} (in this process; nothing goes to huggingface.co):\n"
+                f"A local Hub is serving at {hub.url} (in this process; nothing goes to huggingface.co).\n"
+                + (
+                    "As on huggingface.co, its weight files are stored in Xet: the client downloads them with\n"
+                    "hf_xet from a content-addressed store, into huggingface_hub's shared blob store.\n"
+                    if _xet(hub)
+                    else "Its weight files are served over plain HTTP (hf_xet is not installed, or Xet is off).\n"
+                )
+                + "Repos:\n"
                 f"  {TINY:18}  config.json, tokenizer_config.json, {WEIGHTS} ({human_size(weight_sizes[TINY])})\n"
                 f"  {CACHED:18}  the same files, already cached, but {WEIGHTS} cut in half\n"
                 f"  {LARGE:18}  config.json, tokenizer_config.json, {WEIGHTS} ({human_size(weight_sizes[LARGE])})\n"
