@@ -152,18 +152,17 @@ def test_only_the_selected_tests_count(pytester: pytest.Pytester, local_hub: Loc
 
 def test_repos_are_fetched_in_parallel(pytester: pytest.Pytester, local_hub: LocalHub, repos: dict[str, str]) -> None:
     # Each repo's revision call first gets a 503 asking to retry in 2 s (the client never retries
-    # it, the engine does): one after the other that is over 4 s; in parallel both wait at once.
+    # it, the engine does). One after the other, the second repo would be asked only after the
+    # first one's retry succeeded; in parallel both are refused before either is retried. The order
+    # of the answers proves it without a wall-clock bound (noisy on shared machines).
     for name in repos:
         local_hub.fail(f"/api/models/{name}/revision/*", 503, retry_after=2)
     pytester.makeconftest(CONFTEST.replace(', allow_patterns=["*.json"]', ""))
     pytester.makepyfile(SUITE)
-    started = time.monotonic()
     result = run(pytester, local_hub, "--hf-prefetch-only")
-    elapsed = time.monotonic() - started
     assert result.ret == 0
     revisions = [status for _, path, status in local_hub.requests if "/revision/" in path]
     assert revisions == [503, 503, 200, 200], "both repos were refused before either was retried"
-    assert elapsed < 3.5
 
 
 def test_same_repo_requests_run_one_after_another_other_repos_at_once() -> None:
