@@ -433,7 +433,8 @@ class _Engine:
     ) -> TransientError:
         filename = filename or _failed_file(error)
         where = f", file {filename!r}" if filename else ""
-        client = " (huggingface_hub had already retried it with its own backoff)" if kind.client_retried else ""
+        retrier = "hf_xet" if retry.is_xet_transfer(kind.decisive) else "huggingface_hub"
+        client = f" ({retrier} had already retried it with its own backoff)" if kind.client_retried else ""
         tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
         return TransientError(
             f"Gave up on {what} of {self.request.label}{where} after {tries}{client}: last cause "

@@ -148,7 +148,7 @@ def classify(error: BaseException) -> Classification:
         if status is not None and 400 <= status < 500:
             return Classification("fatal", status=status, decisive=link)
     for link in links:
-        if _is_xet_transfer(link):
+        if is_xet_transfer(link):
             # hf_xet has retried it with its own backoff (6 tries, minutes for a 5xx) before raising.
             status = _xet_status(link)
             if status is None or status in _TRANSIENT_STATUS or status >= 500:
@@ -168,9 +168,9 @@ def classify(error: BaseException) -> Classification:
     return Classification("fatal", decisive=links[-1] if links else error)
 
 
-def _is_xet_transfer(error: BaseException) -> bool:
+def is_xet_transfer(error: BaseException | None) -> bool:
     """A failure raised by hf_xet while huggingface_hub's ``xet_get`` was downloading a file."""
-    if type(error) is not RuntimeError:
+    if error is None or type(error) is not RuntimeError:
         return False
     tb = error.__traceback__
     while tb is not None:

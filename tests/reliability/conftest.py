@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import file_fetches, xet_in_use
 
 from pytest_hfsnapshot import Snapshot
 from pytest_hfsnapshot.cache import RepoCache
+from pytest_hfsnapshot.testing.hub import LocalHub, is_lfs
 
 # The child reports "ready" once its imports are done, optionally waits for a "go" file so that
 # several children start at the same moment, then does one action: "materialize" (reports a JSON
@@ -191,6 +193,54 @@ def incomplete_files(cache_dir: Path, repo_id: str, repo_type: str = "model") ->
     """``*.incomplete`` names left in the repo's ``blobs/``."""
     blobs = RepoCache(cache_dir, repo_id, repo_type).blobs
     return sorted(p.name for p in blobs.glob("*.incomplete")) if blobs.is_dir() else []
+
+
+# A xorb stores each chunk behind an 8-byte header; hf_xet's content-defined chunks are at least
+# 8 KiB (but the last). Data it cannot compress (``repo_files``' random weights) is stored as is.
+XET_CHUNK_HEADER = 8
+XET_MIN_CHUNK = 8 * 1024
+
+
+def content_bytes(hub: LocalHub, pattern: str) -> int:
+    """File bytes the Hub sent for the requests matching ``pattern`` (path or alias), every origin.
+
+    The 2xx bodies of ``resolve``, the CDN and xorb ranges; error bodies and Xet reconstruction
+    answers (JSON telling where the bytes are, not the bytes) are left out. Cut bodies count what
+    was sent.
+    """
+    return sum(
+        r.body_bytes
+        for r in hub.counters().records
+        if r.matches(pattern) and 200 <= r.status < 300 and "/reconstructions/" not in r.path
+    )
+
+
+def xet_backed(hub: LocalHub, path: str, data: bytes) -> bool:
+    """Whether the client fetches this repo file through hf_xet in this test."""
+    return xet_in_use(hub) and is_lfs(path, len(data))
+
+
+def one_fetch_bytes(hub: LocalHub, path: str, data: bytes) -> tuple[int, int]:
+    """The least and most :func:`content_bytes` that one fetch of an incompressible file sends.
+
+    Exactly its size over HTTP; through Xet its size plus one chunk header per chunk (at most
+    ``size // 8 KiB + 1`` chunks), well below the size of a second fetch.
+    """
+    if not xet_backed(hub, path, data):
+        return len(data), len(data)
+    return len(data), len(data) + XET_CHUNK_HEADER * (len(data) // XET_MIN_CHUNK + 1)
+
+
+def assert_each_file_crossed_once(hub: LocalHub, repo_id: str, files: Mapping[str, bytes]) -> None:
+    """Each repo file was fetched once (one answer with its bytes, whichever path the client took:
+    ``resolve``, the CDN or a Xet reconstruction) and its bytes crossed the network once."""
+    patterns = {path: f"/{repo_id}/resolve/*/{path}" for path in files}
+    fetches = {path: file_fetches(hub, pattern) for path, pattern in patterns.items()}
+    assert fetches == dict.fromkeys(files, 1), f"file fetches per file: {fetches}"
+    for path, data in files.items():
+        low, high = one_fetch_bytes(hub, path, data)
+        got = content_bytes(hub, patterns[path])
+        assert low <= got <= high, f"{path}: {got} bytes served for {len(data)} (one fetch: {low}..{high})"
 
 
 def tree_digest(root: Path, *, skip: Sequence[str] = ()) -> dict[str, str]:

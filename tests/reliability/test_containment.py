@@ -1,7 +1,8 @@
 """Hostile caches and listings: nothing outside the repo's cache folder may change.
 
 Each test digests, before and after, a sentinel folder outside the cache and the cache minus
-the repo's own folder, ``.hfsnapshot`` and ``.locks`` (never following a symlink), and compares.
+the repo's own folder, ``.locks`` (huggingface_hub's locks and the plugin's own folder) and the
+shared-store entries of the repo's own Xet files (never following a symlink), and compares.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import huggingface_hub.constants as hf_constants
 import pytest
+from conftest import xet_in_use
+from huggingface_hub import HfApi
 
 from pytest_hfsnapshot import UnsafeCacheError, materialize
-from pytest_hfsnapshot.cache import OWN_DIR, RepoCache
+from pytest_hfsnapshot.cache import OWN_DIR, STORE_DIR, RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub, git_blob_sha1, is_lfs
 
 from .conftest import assert_snapshot_matches, repo_files, sha256, tree_digest
@@ -31,6 +35,22 @@ def etag_of(path: str, data: bytes) -> str:
     return sha256(data) if is_lfs(path, len(data)) else git_blob_sha1(data)
 
 
+def xet_hashes(repo_id: str, commit: str) -> set[str]:
+    """The xet hashes of a repo's files, as the Hub lists them."""
+    tree = HfApi().list_repo_tree(repo_id, revision=commit, recursive=True)
+    return {h for h in (getattr(entry, "xet_hash", None) for entry in tree) if h}
+
+
+def store_entry_of(rel: str, hashes: set[str]) -> bool:
+    """Whether ``rel`` (relative to the cache) is a shared-store entry of one of ``hashes``: the
+    file ``blobs/<xx>/<hash>`` or a file beside it named after it (``.refs``, ``.lock``, ...)."""
+    parts = rel.split("/")
+    if len(parts) != 3 or parts[0] != STORE_DIR:
+        return False
+    name = parts[2].split(".", 1)[0]
+    return name in hashes and parts[1] == name[:2]
+
+
 class Scene:
     """A cache holding the target repo and a neighbour repo, and a sentinel folder beside the cache."""
 
@@ -39,7 +59,11 @@ class Scene:
         self.files = repo_files(50, extra={"sub/extra.json": '{"nested": true}'})
         self.commit = hub.add_repo(REPO, self.files)
         self.neighbour_files = repo_files(51)
-        hub.add_repo(NEIGHBOUR, self.neighbour_files)
+        neighbour_commit = hub.add_repo(NEIGHBOUR, self.neighbour_files)
+        # The contract lets a repo's materialize change the store entries of its own files only.
+        self.own_xet = xet_hashes(REPO, self.commit)
+        self.neighbour_xet = xet_hashes(NEIGHBOUR, neighbour_commit)
+        assert not self.own_xet & self.neighbour_xet, "the two repos must not share a store entry"
         materialize(REPO)
         materialize(NEIGHBOUR)
         self.repo = RepoCache(hub.cache_dir, REPO, "model")
@@ -55,7 +79,12 @@ class Scene:
         return etag_of(path, self.files[path])
 
     def digests(self) -> tuple[dict[str, str], dict[str, str]]:
-        return tree_digest(self.outside), tree_digest(self.hub.cache_dir, skip=OWN)
+        cache = tree_digest(self.hub.cache_dir, skip=OWN)
+        return tree_digest(self.outside), {k: v for k, v in cache.items() if not store_entry_of(k, self.own_xet)}
+
+    def shared_store(self) -> bool:
+        """Whether Xet files are kept in huggingface_hub's shared blob store in this test."""
+        return xet_in_use(self.hub) and not getattr(hf_constants, "HF_HUB_DISABLE_SHARED_BLOBS", True)
 
 
 @pytest.fixture
@@ -167,6 +196,9 @@ def test_planted_symlink_changes_nothing_outside(scene: Scene, plant: str, verif
     after = scene.digests()
     assert after[0] == before[0], "the sentinel folder outside the cache changed"
     assert after[1] == before[1], "the cache outside the repo's folder changed"
+    # The neighbour's store entries (its file and manifest) are among what was compared.
+    neighbour_entries = sorted(k for k in before[1] if store_entry_of(k, scene.neighbour_xet))
+    assert bool(neighbour_entries) == scene.shared_store(), neighbour_entries
     assert scene.victim.read_bytes() == b"\xa5" * len(scene.files["model.safetensors"])
     assert not (scene.outside / "created-through-link").exists()
     # The neighbour is still whole.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from pytest_hfsnapshot.cache import RepoCache
 from pytest_hfsnapshot.locking import MODE_ENV
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-from .conftest import Child, assert_snapshot_matches, repo_files, start_together
+from .conftest import Child, assert_each_file_crossed_once, assert_snapshot_matches, repo_files, start_together
 
 REPO = "org/locked"
 OTHER_HOST = "hfsnapshot-elsewhere"
@@ -79,8 +78,7 @@ def test_soft_lock_end_to_end(local_hub: LocalHub, children: Any, tmp_path: Path
     assert len({r["path"] for r in results}) == 1
     assert sorted(r["source"] for r in results) == ["cache", "cache", "download"]
     assert_snapshot_matches(results[0]["path"], files)
-    gets = Counter(p.rsplit("/", 1)[1] for m, p, _ in local_hub.requests if m == "GET" and "/resolve/" in p)
-    assert gets == dict.fromkeys(files, 1)
+    assert_each_file_crossed_once(local_hub, REPO, files)
     repo = RepoCache(local_hub.cache_dir, REPO, "model")
     assert not repo.lock_path.exists(), "the kernel lock file was used in soft mode"
     assert not repo.soft_lock_path.exists(), "the soft lock marker outlived its holders"
