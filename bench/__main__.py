@@ -2,7 +2,9 @@
 
 Profiles: ``--smoke`` (small sizes, about a minute: the CI run, thresholds not enforced),
 ``--quick`` (middle sizes, a few minutes), default full sizes (the issue's: a 128 MiB sharded repo,
-a 1,000-file repo, a 1 GiB file, a 2,000-test suite). Prints the table, writes
+a 1,000-file repo, a 1 GiB file, a 2,000-test suite). Workloads 1, 5 and 6 run once per transport
+(Xet with the shared blob store, and plain HTTP); workload 9 measures the wire cost of each
+transport (also Xet without the shared store). Prints the table, writes
 ``bench/results/latest.json``; the full run also writes ``bench/RESULTS.md`` (``--results-md``
 forces it for other profiles, ``--no-results-md`` skips it). ``--check`` exits 1 when a target
 is missed. Scratch data goes to a temporary folder (``--workdir``), removed at the end.
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     print(report.table(bench.rows))
     for note in bench.notes:
         print("note:", note)
+    for title, text in bench.sections:
+        print(f"\n{title}\n{text}", end="")
     payload = {
         "profile": profile_json(profile),
         "command": command,
@@ -78,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": [r.to_json() for r in bench.rows],
         "figures": bench.figures,
         "notes": bench.notes,
+        "sections": dict(bench.sections),
     }
     report.write_json(args.json, payload)
     print(f"\nJSON: {args.json}")
@@ -85,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if write_md:
         md = HERE / "RESULTS.md"
         md.write_text(
-            report.markdown(bench.rows, machine, command, seconds, bench.notes, bench.figures), encoding="utf-8"
+            report.markdown(bench.rows, machine, command, seconds, bench.notes, bench.figures, bench.sections),
+            encoding="utf-8",
         )
         print(f"Markdown: {md}")
     missed = [r.key for r in bench.rows if r.passed is False]

@@ -23,9 +23,9 @@ from pytest_hfsnapshot.testing.hub import LocalHub
 FileSpec = int | str | dict[str, Any]
 
 
-def _stats(hub: LocalHub) -> dict[str, Any]:
+def _stats(hub: LocalHub, log: bool = False) -> dict[str, Any]:
     counters = hub.counters()  # one consistent copy: the figures below agree with each other
-    return {
+    stats: dict[str, Any] = {
         "requests": len(counters.records),
         "revision_requests": counters.request_count("/api/*/revision/*"),
         "tree_requests": counters.request_count("/api/*/tree/*"),
@@ -38,6 +38,9 @@ def _stats(hub: LocalHub) -> dict[str, Any]:
         # which match as that file's /resolve path.
         "file_bytes": counters.served("*/resolve/*"),
     }
+    if log:
+        stats["log"] = [f"{r.origin} {r.method} {r.path} {r.status} {r.body_bytes}" for r in counters.records]
+    return stats
 
 
 def _serve(conn: Connection, tree_page_size: int) -> None:
@@ -65,7 +68,7 @@ def _serve(conn: Connection, tree_page_size: int) -> None:
     handlers: dict[str, Callable[..., Any]] = {
         "add_repo": add_repo,
         "reset": hub.reset_counters,
-        "stats": lambda: _stats(hub),
+        "stats": lambda log=False: _stats(hub, log),
         "xet": lambda: hub.xet,
         # A per-stream cap (each body on its own), as a real link to the Hub limits each stream.
         "set_stream_rate": hub.slow_each,
@@ -118,9 +121,9 @@ class HubProcess:
     def reset(self) -> None:
         self._call("reset")
 
-    def stats(self) -> dict[str, Any]:
-        """Requests and body bytes since the last reset, totalled and by kind."""
-        return dict(self._call("stats"))
+    def stats(self, log: bool = False) -> dict[str, Any]:
+        """Requests and body bytes since the last reset, totalled and by kind (``log``: and each request)."""
+        return dict(self._call("stats", log=log))
 
     def set_stream_rate(self, bytes_per_second: float | None) -> None:
         self._call("set_stream_rate", bytes_per_second)

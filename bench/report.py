@@ -43,6 +43,7 @@ def markdown(
     seconds: float,
     notes: Sequence[str],
     figures: dict[str, Any],
+    sections: Sequence[tuple[str, str]] = (),
 ) -> str:
     head = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
     body = "".join("| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |\n" for r in rows)
@@ -64,7 +65,16 @@ def markdown(
         "`huggingface_hub.snapshot_download`; B = hand-rolled (file lock per repo around `snapshot_download`, "
         "3 attempts, linear backoff, `config.json` checked). Every figure is a median of repeats measured side "
         "by side in this one run, against the local Hub running in its own process; the result column "
-        "compares the plugin's figure with the issue's target.\n\n" + head + body + "\n## Details\n\n" + details + extra
+        "compares the plugin's figure with the issue's target. A transport in the workload column is how "
+        "the client fetched LFS files: `xet` = hf_xet with huggingface_hub's shared blob store (the default "
+        "of a real install), `xet-noshare` = `HF_HUB_DISABLE_SHARED_BLOBS=1`, `http` = `HF_HUB_DISABLE_XET=1` "
+        "(plain HTTP from the CDN); rows without one ran on `xet`.\n\n"
+        + head
+        + body
+        + "".join(f"\n## {title}\n\n{text}" for title, text in sections)
+        + "\n## Details\n\n"
+        + details
+        + extra
     )
 
 

@@ -22,6 +22,15 @@ from .hubserver import HubProcess
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: The three ways of doing the same work, in table order.
 TOOLS = ("plugin", "hf", "handrolled")
+#: How the client fetches LFS files from the bench Hub (which serves them from Xet storage when
+#: hf_xet is installed): the environment each worker gets. ``xet`` is the default of a real
+#: install (hf_xet and huggingface_hub's shared blob store), ``xet-noshare`` is Xet without the
+#: shared store, ``http`` is plain HTTP from the CDN.
+TRANSPORTS: dict[str, dict[str, str]] = {
+    "xet": {},
+    "xet-noshare": {"HF_HUB_DISABLE_SHARED_BLOBS": "1"},
+    "http": {"HF_HUB_DISABLE_XET": "1"},
+}
 WORKER_TIMEOUT = 900.0
 
 
@@ -138,6 +147,8 @@ class Bench:
         self.rows: list[Row] = []
         self.figures: dict[str, Any] = {}
         self.notes: list[str] = []
+        #: Extra tables (title, Markdown text) printed after the main one and added to RESULTS.md.
+        self.sections: list[tuple[str, str]] = []
 
     # --- caches -------------------------------------------------------------------------------
     def new_cache(self, label: str) -> Path:
@@ -149,8 +160,9 @@ class Bench:
     def drop(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
-    def env(self, cache: Path) -> dict[str, str]:
-        """The environment of a worker: huggingface_hub pointed at the bench Hub and ``cache``."""
+    def env(self, cache: Path, transport: str = "xet") -> dict[str, str]:
+        """The environment of a worker: huggingface_hub pointed at the bench Hub and ``cache``,
+        fetching LFS files by ``transport`` (a key of :data:`TRANSPORTS`)."""
         env = dict(os.environ)
         for name, value in client_patches(self.hub.url, cache, self.home).environ.items():
             if value is None:
@@ -160,12 +172,16 @@ class Bench:
         env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
         env["HF_HUB_DISABLE_TELEMETRY"] = "1"
         env.pop("HFSNAPSHOT_LOCK_MODE", None)
+        for switches in TRANSPORTS.values():
+            for name in switches:
+                env.pop(name, None)
+        env.update(TRANSPORTS[transport])
         return env
 
     # --- workers ------------------------------------------------------------------------------
-    def run(self, cache: Path, tasks: Sequence[dict[str, Any]]) -> list[WorkerResult]:
+    def run(self, cache: Path, tasks: Sequence[dict[str, Any]], transport: str = "xet") -> list[WorkerResult]:
         """Start one worker per task, let them import, release them together, collect results."""
-        env = self.env(cache)
+        env = self.env(cache, transport)
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
         procs: list[tuple[subprocess.Popen[str], Path]] = []
