@@ -47,6 +47,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("transport", names, indirect=True)
 
 
+def raised_from(outer: BaseException, inner: BaseException) -> BaseException:
+    """``outer`` as raised ``from inner`` (how libraries such as transformers wrap the Hub's errors)."""
+    try:
+        try:
+            raise inner
+        except BaseException as error:
+            raise outer from error
+    except BaseException as caught:
+        return caught
+
+
 def xet_in_use(hub: LocalHub) -> bool:
     """Whether the client downloads the hub's LFS files through hf_xet in this test."""
     import huggingface_hub.constants as constants

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from conftest import raised_from
 from huggingface_hub import errors as hf_errors
 
 from pytest_hfsnapshot import retry
@@ -22,16 +23,6 @@ def http_error(
     # Only what HfHubHTTPError reads: the client's response class differs between 1.x and 2.x.
     response: Any = SimpleNamespace(status_code=status, headers={}, request=None, url=url)
     return cls(message or f"{status} error", response=response)
-
-
-def raised_from(outer: BaseException, inner: BaseException) -> BaseException:
-    try:
-        try:
-            raise inner
-        except BaseException as error:
-            raise outer from error
-    except BaseException as caught:
-        return caught
 
 
 @pytest.mark.parametrize(

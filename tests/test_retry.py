@@ -12,6 +12,7 @@ from typing import Any
 
 import huggingface_hub
 import pytest
+from conftest import raised_from
 from huggingface_hub import errors as hf_errors
 
 from pytest_hfsnapshot import retry
@@ -35,16 +36,6 @@ def http_error(
     # Only what the classification reads: the client's response class differs between 1.x and 2.x.
     response: Any = SimpleNamespace(status_code=status, headers=headers or {}, request=request(method, url), url=url)
     return cls(message or f"{status} error", response=response)
-
-
-def chained(outer: BaseException, inner: BaseException) -> BaseException:
-    try:
-        try:
-            raise inner
-        except BaseException as error:
-            raise outer from error
-    except BaseException as caught:
-        return caught
 
 
 @pytest.mark.parametrize("status", [408, 425, 429, 500, 502, 503, 504])
@@ -83,10 +74,10 @@ def test_hub_answers(error: BaseException, kind: str, reason: str | None) -> Non
 
 def test_the_most_telling_link_of_a_chain_decides() -> None:
     # transformers re-raises the Hub's refusal as OSError(...) from it.
-    wrapped = chained(OSError("Can't load config"), http_error(hf_errors.GatedRepoError, 403))
+    wrapped = raised_from(OSError("Can't load config"), http_error(hf_errors.GatedRepoError, 403))
     assert retry.classify(wrapped).auth_reason == "gated"
     # huggingface_hub reports "unreachable and not cached" this way, whatever the cause.
-    unreachable = chained(hf_errors.LocalEntryNotFoundError("not cached"), ConnectionResetError("reset"))
+    unreachable = raised_from(hf_errors.LocalEntryNotFoundError("not cached"), ConnectionResetError("reset"))
     assert retry.classify(unreachable).kind == "transient"
 
 
