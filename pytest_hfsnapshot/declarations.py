@@ -24,7 +24,8 @@ NO_TOKEN_REASON = "needs a Hugging Face Hub token: set HF_TOKEN (or run `hf auth
 #: The markers' lines for ``config.addinivalue_line("markers", ...)``.
 MARKERS = (
     "hf_snapshot(repo_id, revision='main', allow_patterns=None, ignore_patterns=None, "
-    "repo_type='model', metadata_only=False): the test needs this Hugging Face Hub snapshot; "
+    "repo_type='model', metadata_only=False, private=False): the test needs this Hugging Face Hub snapshot "
+    "(private=True: skip, not fail, when the Hub does not show the repo to the token in use); "
     "the hf_snapshot fixture gives it.",
     "hf_requires_token: skip the test when no Hugging Face Hub token is configured (HF_TOKEN).",
 )
@@ -39,6 +40,7 @@ def snapshot_fixture(
     ignore_patterns: str | Sequence[str] | None = None,
     repo_type: str = "model",
     metadata_only: bool = False,
+    private: bool = False,
 ) -> Callable[..., Snapshot]:
     """Declare a session-scoped fixture giving a verified :class:`~pytest_hfsnapshot.Snapshot`.
 
@@ -57,6 +59,7 @@ def snapshot_fixture(
             ignore_patterns=ignore_patterns,
             repo_type=repo_type,
             metadata_only=metadata_only,
+            private=private,
         )
     except InvalidRequestError as error:
         raise InvalidRequestError(

@@ -33,8 +33,9 @@ from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
-from . import retry
+from . import refusals, retry
 from .cache import XET_HASH_RE, RepoCache, atomic_write_json, read_json
+from .credentials import token_set
 from .errors import (
     AuthError,
     EntryNotFoundError,
@@ -167,7 +168,10 @@ def materialize_request(
         session=session,
         token=token,
     )
-    return engine.run()
+    snapshot = engine.run()
+    for pattern in request.unmatched_allow_patterns(snapshot.files):
+        log.warning("hfsnapshot: %s", request.unmatched_pattern_message(pattern))
+    return snapshot
 
 
 class _Engine:
@@ -251,23 +255,53 @@ class _Engine:
             with contextlib.suppress(OSError, HfSnapshotError):
                 atomic_write_json(
                     self.repo.refusal_path,
-                    {"reason": refused.reason, "message": str(refused), "at": time.time()},
+                    # Whether a token was set, never the token or anything derived from it.
+                    {
+                        "reason": refused.reason,
+                        "message": str(refused),
+                        "token_set": self._token_set(),
+                        "at": time.time(),
+                    },
                     root=self.repo.cache_dir,
                     repo_id=self.repo.repo_id,
                 )
             raise
 
-    def _refused_before(self) -> AuthError | None:
-        """The Hub's recorded refusal of this repo, as the error an online run would have raised."""
+    def _refused_before(self) -> HfSnapshotError | None:
+        """The Hub's recorded refusal of this repo, as the error an online run would have raised.
+
+        Replayed only under the token situation it was met in; otherwise the snapshot is simply
+        not cached, and the error says how to prefetch it with the current token.
+        """
         data = read_json(self.repo.refusal_path)
-        if not isinstance(data, dict) or data.get("reason") not in ("gated", "unauthorized", "not_found_or_private"):
+        if not isinstance(data, dict) or data.get("reason") not in refusals.AUTH_REASONS:
             return None
+        recorded = data.get("token_set")
+        if not isinstance(recorded, bool) or not refusals.replay_refused(
+            recorded_token_set=recorded, token_set=self._token_set()
+        ):
+            return OfflineMissingError(
+                refusals.not_replayed_message(
+                    self.request.label, recorded_token_set=bool(recorded), cache_dir=str(self.repo.cache_dir)
+                ),
+                missing=(f"refs/{self.request.revision}",),
+                repo_id=self.request.repo_id,
+                revision=self.request.revision,
+            )
         return AuthError(
             f"{data.get('message', '')} (The Hub refused it during an earlier online run, and this run is offline.)",
             reason=str(data["reason"]),
             repo_id=self.request.repo_id,
             revision=self.request.revision,
         )
+
+    def _token_set(self) -> bool:
+        """Whether this call sends a token: the one given, or huggingface_hub's own lookup."""
+        if isinstance(self.token, str):
+            return bool(self.token)
+        if self.token is False:
+            return False
+        return token_set()
 
     def _online_locked(self, commit: str | None) -> Snapshot:
         unverified = False
@@ -393,22 +427,18 @@ class _Engine:
 
     def _typed(self, error: BaseException, kind: retry.Classification) -> HfSnapshotError:
         label, repo_id, rev = self.request.label, self.request.repo_id, self.request.revision
-        prefix = "" if self.request.repo_type == "model" else f"{self.request.repo_type}s/"
-        page = f"{constants.ENDPOINT.rstrip('/')}/{prefix}"
         if kind.kind == "auth":
-            if kind.auth_reason == "gated":
-                hint = (
-                    f"{repo_id!r} is gated: accept its conditions at {page}{repo_id} with your account, "
-                    "then set HF_TOKEN to a token of that account."
-                )
-            elif kind.auth_reason == "unauthorized":
-                hint = f"The Hub refused the token for {repo_id!r}: set HF_TOKEN to a token that can read it."
-            else:
-                hint = (
-                    f"{repo_id!r} does not exist or is private: check the name, or set HF_TOKEN to a token "
-                    "that can read it."
-                )
-            return AuthError(hint, reason=kind.auth_reason or "unauthorized", repo_id=repo_id, revision=rev)
+            reason = kind.auth_reason or "unauthorized"
+            hint = refusals.auth_message(
+                reason,
+                repo_id=repo_id,
+                repo_type=self.request.repo_type,
+                revision=rev,
+                endpoint=constants.ENDPOINT,
+                token_set=self._token_set(),
+                private=self.request.private,
+            )
+            return AuthError(hint, reason=reason, repo_id=repo_id, revision=rev)
         if kind.kind == "revision_not_found":
             return RevisionNotFoundError(
                 f"Revision {rev!r} does not exist in {self.request.repo_type} {repo_id!r}: "

@@ -17,6 +17,10 @@ class HfSnapshotError(Exception):
         self.revision = revision
 
 
+class HfSnapshotWarning(UserWarning):
+    """A snapshot was served, but something in its declaration looks wrong (e.g. a pattern matching nothing)."""
+
+
 class InvalidRequestError(HfSnapshotError, ValueError):
     """A declaration or argument is malformed: bad repo id, repo type, revision, patterns or option."""
 
@@ -24,8 +28,9 @@ class InvalidRequestError(HfSnapshotError, ValueError):
 class AuthError(HfSnapshotError):
     """The Hub refused access: gated repo, 401, private or missing repo, or no token.
 
-    ``reason`` is one of ``"gated"``, ``"unauthorized"``, ``"not_found_or_private"``.
-    The pytest layer maps this error to a skip (``--hf-on-auth-error``).
+    ``reason`` is one of ``"gated"``, ``"unauthorized"``, ``"not_found_or_private"``,
+    ``"invalid_token"`` (the token itself was rejected). The pytest layer maps it to a skip
+    (``--hf-on-auth-error``) or a failure: see :func:`pytest_hfsnapshot.refusals.skips`.
     """
 
     def __init__(

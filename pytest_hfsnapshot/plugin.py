@@ -146,7 +146,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     state = find_state(config)
     if state is None or state.worker is not None:
         return
-    reporting.write_summary(terminalreporter, state.all_uses(), state.auth_counts, verbose=config.get_verbosity() > 0)
+    reporting.write_summary(
+        terminalreporter,
+        state.all_uses(),
+        state.auth_counts,
+        verbose=config.get_verbosity() > 0,
+        factory_tests=state.factory_tests if not config.getini("hf_prefetch") else 0,
+    )
 
 
 # --- fixtures -----------------------------------------------------------------------------------
@@ -167,6 +173,7 @@ class SnapshotFactory:
         ignore_patterns: str | Sequence[str] | None = None,
         repo_type: str = "model",
         metadata_only: bool = False,
+        private: bool = False,
     ) -> Snapshot:
         request = SnapshotRequest.build(
             repo_id,
@@ -175,8 +182,9 @@ class SnapshotFactory:
             ignore_patterns=ignore_patterns,
             repo_type=repo_type,
             metadata_only=metadata_only,
+            private=private,
         )
-        return state_of(self._config).provide(request)
+        return state_of(self._config).provide(request, factory=True)
 
 
 @pytest.fixture(scope="session")

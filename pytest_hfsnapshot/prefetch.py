@@ -26,9 +26,10 @@ Progress: on a terminal one status line is redrawn in place (the snapshots in fl
 time) and a line is printed as each snapshot is done; elsewhere (CI logs) only those lines.
 
 Exit status: ready when every snapshot is; after a table of what failed and why, not ready when
-any is not. Repos the Hub refuses (gated, private, 401) are listed apart: with the default
-``on_auth_error="skip"`` (or ``"xfail"``) the tests needing them are skipped (xfailed) later by
-design, so they do not fail the prefetch; with ``"fail"`` they do.
+any is not. Repos the Hub refuses whose tests skip by design (gated, a token without access, a
+repo declared ``private=True``) are listed apart: with the default ``on_auth_error="skip"`` (or
+``"xfail"``) they do not fail the prefetch; with ``"fail"`` they do. A repo the Hub does not show
+that is not declared private (a typo as often as not), and a rejected token, always fail it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from .choices import AuthAction
 from .credentials import token_set
 from .errors import AuthError
 from .formats import count, human_size, request_label
-from .refusals import auth_message
+from .refusals import auth_message, skips
 from .request import SnapshotRequest
 from .snapshot import Snapshot
 from .specs import parse_spec
@@ -92,17 +93,23 @@ class PrefetchResult:
 
     @property
     def refused(self) -> list[RequestResult]:
-        """Requests the Hub refused (gated, private, unauthorized): tests skip these by design."""
-        return [r for r in self.results if isinstance(r.error, AuthError)]
+        """Requests the Hub refused whose tests skip by design (gated, unauthorized, declared private)."""
+        return [r for r in self.results if _skipped_refusal(r)]
 
     @property
     def failed(self) -> list[RequestResult]:
-        """Requests that failed for any other reason."""
-        return [r for r in self.results if r.error is not None and not isinstance(r.error, AuthError)]
+        """Requests that failed for any other reason: a repo the Hub does not show that is not
+        declared ``private=True`` (a typo must never turn a run green) and a rejected token included."""
+        return [r for r in self.results if r.error is not None and not _skipped_refusal(r)]
 
     def ok(self, on_auth_error: AuthAction = "skip") -> bool:
         """True when nothing failed, refusals counting only when their tests will fail."""
         return not self.failed and not (on_auth_error == "fail" and self.refused)
+
+
+def _skipped_refusal(result: RequestResult) -> bool:
+    error = result.error
+    return isinstance(error, AuthError) and skips(error.reason, private=result.request.private)
 
 
 #: Former name of :class:`RequestResult`.
@@ -282,6 +289,7 @@ def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = "skip") 
                 revision=request.revision,
                 endpoint=hf_constants.ENDPOINT,
                 token_set=has_token,
+                private=request.private,
             )
             lines.append(f"  {request_label(request).ljust(width)}  {refused.error.reason}: {hint}")
     ready = f"{count(len(result.ready), 'snapshot')} ready in {result.seconds:.1f}s"

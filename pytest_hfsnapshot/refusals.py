@@ -16,7 +16,22 @@ from .errors import AuthError
 from .retry import chain as exception_chain
 
 #: Values of :attr:`pytest_hfsnapshot.errors.AuthError.reason`, also returned by :func:`classify_auth`.
-AUTH_REASONS = ("gated", "unauthorized", "not_found_or_private")
+AUTH_REASONS = ("gated", "unauthorized", "not_found_or_private", "invalid_token")
+
+
+def skips(reason: str, *, private: bool) -> bool:
+    """Whether tests meeting this refusal get ``--hf-on-auth-error`` (skip by default) rather than fail.
+
+    A gated repo, or a token without access, is what a fork PR without secrets meets: skip. A repo
+    the Hub does not show is a typo as often as a private repo, and without a token the Hub cannot
+    tell them apart: it skips only when its declaration says ``private=True``. A rejected token
+    (invalid or expired) is always a failure: the run has a token, and it is wrong.
+    """
+    if reason == "invalid_token":
+        return False
+    if reason == "not_found_or_private":
+        return private
+    return True
 
 
 def find_auth_error(exc: BaseException) -> BaseException | None:
@@ -33,8 +48,8 @@ def find_auth_error(exc: BaseException) -> BaseException | None:
 
 
 def classify_auth(exc: BaseException) -> str | None:
-    """``"gated"``, ``"unauthorized"`` or ``"not_found_or_private"`` when ``exc`` (or anything it
-    was raised from) is a refused Hub access; None otherwise.
+    """One of :data:`AUTH_REASONS` when ``exc`` (or anything it was raised from) is a refused Hub
+    access; None otherwise.
     """
     own = _own_refusal(exc)
     if own is not None:
@@ -91,24 +106,60 @@ def auth_message(
     revision: str | None = None,
     endpoint: str,
     token_set: bool,
+    private: bool = False,
 ) -> str:
     """One line saying which repo refused access, why, and what to do next. Never holds the token."""
+    hub = endpoint.rstrip("/")
     if repo_id is None:
         what = "a Hub repo"
-        url = f"{endpoint.rstrip('/')}/<repo>"
+        url = f"{hub}/<repo>"
     else:
         what = _repo_path(repo_id, repo_type) + (f"@{revision}" if revision else "")
         url = repo_url(endpoint, repo_id, repo_type)
+    if reason == "invalid_token":
+        return (
+            f"the Hub at {hub} rejected the token for {what}: the token in use is invalid or expired. "
+            "Set HF_TOKEN to a valid token (or run `hf auth login` again), or unset it for public repos"
+        )
     if reason == "gated":
         why = "the token in use has not been granted access" if token_set else "no Hub token is set"
         return f"{what} is gated and {why}: accept the conditions at {url} and set HF_TOKEN to a token of that account"
     if reason == "unauthorized":
         why = "for the token in use" if token_set else "and no Hub token is set"
         return f"the Hub refused {what} (401/403) {why}: set HF_TOKEN to a token that can read it"
-    why = "not visible to the token in use" if token_set else "no Hub token is set"
+    no_reader = "the token in use cannot read it" if token_set else "no Hub token is set"
+    if private:
+        return (
+            f"{what} is declared private=True and {no_reader}: set HF_TOKEN to a token that can read it "
+            f"(the Hub at {hub} does not show it otherwise; if it should be public, check the repo id)"
+        )
     return (
-        f"{what} was not found or is private ({why}): check the repo id and repo_type, "
-        "or set HF_TOKEN to a token that can read it"
+        f"{what} was not found at {hub}: either the repo id is misspelt, or the repo is private and "
+        f"{no_reader}. Check the repo id and repo_type; for a private repo, declare it with private=True "
+        "so that its tests skip without a token that can read it, and set HF_TOKEN to such a token to run them"
+    )
+
+
+def replay_refused(*, recorded_token_set: bool, token_set: bool) -> bool:
+    """Whether a refusal recorded by an earlier online run still stands for this (offline) run.
+
+    Only under the same token situation (set or unset): a refusal without a token says nothing of
+    the token set now, and the other way round. Nothing about the token itself is ever recorded.
+    """
+    return recorded_token_set == token_set
+
+
+def not_replayed_message(label: str, *, recorded_token_set: bool, cache_dir: str) -> str:
+    """The offline failure when the recorded refusal was met under another token situation."""
+    then = (
+        "when a Hub token was set, and none is set now"
+        if recorded_token_set
+        else ("when no Hub token was set, and a token is set now")
+    )
+    return (
+        f"{label} is not cached: the Hub refused it during an earlier online run {then}; prefetch it online "
+        f"with the current token (`pytest --hf-prefetch-only` or `pytest-hfsnapshot prefetch --repo ...`) "
+        f"into {cache_dir}"
     )
 
 
@@ -119,5 +170,8 @@ __all__ = [
     "classify_auth",
     "exception_chain",
     "find_auth_error",
+    "not_replayed_message",
+    "replay_refused",
     "repo_url",
+    "skips",
 ]

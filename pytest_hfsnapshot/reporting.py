@@ -14,7 +14,8 @@ from .formats import count, human_size, request_label
 from .options import Options
 from .snapshot_uses import SnapshotUse, primary_uses
 
-_PAST = {"skip": "skipped", "xfail": "xfailed", "fail": "failed"}
+#: pytest's order and words for outcomes, as in its closing line ("2 failed, 1 skipped, 3 errors").
+_OUTCOMES = ("failed", "skipped", "xfailed", "error")
 
 
 def header(options: Options) -> str:
@@ -31,17 +32,35 @@ def write_summary(
     auth_counts: Mapping[str, int],
     *,
     verbose: bool,
+    factory_tests: int = 0,
 ) -> None:
-    """The ``hf snapshots`` section, when the session used a snapshot or met a refused access."""
-    if not uses and not auth_counts:
+    """The ``hf snapshots`` section, when the session used a snapshot, met a refused access, or has
+    tests using the factory that a prefetch cannot see (``factory_tests``: their number, given only
+    when the ini option ``hf_prefetch`` is empty)."""
+    if not uses and not auth_counts and not factory_tests:
         return
     terminalreporter.write_sep("=", "hf snapshots")
     for line in summary_lines(uses, verbose=verbose):
         terminalreporter.write_line(line)
     if auth_counts:
         total = sum(auth_counts.values())
-        parts = ", ".join(f"{auth_counts[action]} {_PAST[action]}" for action in sorted(auth_counts))
+        parts = ", ".join(
+            count(auth_counts[word], word) if word == "error" else f"{auth_counts[word]} {word}"
+            for word in _OUTCOMES
+            if auth_counts.get(word)
+        )
         terminalreporter.write_line(f"Hub access refused: {count(total, 'test')} ({parts})")
+    if factory_tests:
+        terminalreporter.write_line(factory_note(factory_tests))
+
+
+def factory_note(tests: int) -> str:
+    """Said once when tests use the factory and ``hf_prefetch`` is empty: a prefetch cannot see them."""
+    return (
+        f"hfsnapshot: {count(tests, 'test')} {'uses' if tests == 1 else 'use'} the hf_snapshots factory and the ini "
+        "option hf_prefetch is empty: a prefetch (--hf-prefetch-only) cannot see factory calls, so an offline "
+        "run will miss their snapshots; list them in hf_prefetch"
+    )
 
 
 def summary_lines(uses: Sequence[SnapshotUse], *, verbose: bool = False) -> list[str]:

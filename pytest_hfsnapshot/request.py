@@ -51,6 +51,9 @@ class SnapshotRequest:
     allow_patterns: tuple[str, ...] | None = None
     ignore_patterns: tuple[str, ...] | None = None
     metadata_only: bool = False
+    #: The repo is private: a "not found or private" answer skips its tests instead of failing them.
+    #: What is downloaded does not depend on it (see :meth:`selection_key`).
+    private: bool = False
 
     @classmethod
     def build(
@@ -62,6 +65,7 @@ class SnapshotRequest:
         ignore_patterns: object = None,
         repo_type: object = "model",
         metadata_only: object = False,
+        private: object = False,
     ) -> SnapshotRequest:
         """Validate raw user input and return the normalized request, or raise InvalidRequestError."""
         if not isinstance(repo_id, str) or not repo_id:
@@ -99,6 +103,11 @@ class SnapshotRequest:
                 f"metadata_only must be True or False for {repo_id!r}, got {metadata_only!r}.",
                 repo_id=repo_id,
             )
+        if not isinstance(private, bool):
+            raise InvalidRequestError(
+                f"private must be True or False for {repo_id!r}, got {private!r}.",
+                repo_id=repo_id,
+            )
         return cls(
             repo_id=repo_id,
             revision=revision,
@@ -106,6 +115,7 @@ class SnapshotRequest:
             allow_patterns=_patterns("allow_patterns", allow_patterns, repo_id),
             ignore_patterns=_patterns("ignore_patterns", ignore_patterns, repo_id),
             metadata_only=metadata_only,
+            private=private,
         )
 
     @property
@@ -130,6 +140,24 @@ class SnapshotRequest:
         """``repo@revision`` with a type prefix for datasets and spaces, as shown to users."""
         prefix = "" if self.repo_type == "model" else f"{self.repo_type}s/"
         return f"{prefix}{self.repo_id}@{self.revision}"
+
+    def unmatched_allow_patterns(self, files: Iterable[str]) -> tuple[str, ...]:
+        """The ``allow_patterns`` entries that select none of ``files`` (matched as huggingface_hub does)."""
+        from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
+
+        names = list(files)
+        return tuple(
+            pattern
+            for pattern in self.allow_patterns or ()
+            if not any(True for _ in filter_repo_objects(items=names, allow_patterns=[pattern]))
+        )
+
+    def unmatched_pattern_message(self, pattern: str) -> str:
+        """The warning for an ``allow_patterns`` entry that selects nothing; the snapshot is still served."""
+        return (
+            f"{self.label}: allow_patterns entry {pattern!r} matches no file; "
+            "the snapshot is served with the files the other entries select"
+        )
 
     def selection_key(self) -> str:
         """Stable short hash of what is selected (patterns and metadata_only), for record names."""

@@ -58,7 +58,7 @@ class Classification:
     """The meaning of one failure, read from its exception chain."""
 
     kind: Kind
-    #: For auth: "gated", "unauthorized" or "not_found_or_private".
+    #: For auth: "gated", "unauthorized", "not_found_or_private" or "invalid_token".
     auth_reason: str | None = None
     status: int | None = None
     retry_after: float | None = None
@@ -131,12 +131,13 @@ def classify(error: BaseException) -> Classification:
         if isinstance(link, hf_errors.RemoteEntryNotFoundError):
             return Classification("entry_not_found", status=_status(link), decisive=link)
         if isinstance(link, hf_errors.RepositoryNotFoundError):
-            reason = "unauthorized" if _status(link) == 401 and _says_auth(link) else "not_found_or_private"
+            reason = "invalid_token" if _status(link) == 401 and _says_auth(link) else "not_found_or_private"
             return Classification("auth", reason, _status(link), decisive=link)
     for link in links:
         status = _status(link)
         if status in (401, 403):
-            return Classification("auth", "unauthorized", status, decisive=link)
+            reason = "invalid_token" if status == 401 and _says_auth(link) else "unauthorized"
+            return Classification("auth", reason, status, decisive=link)
         if status in _TRANSIENT_STATUS:
             return Classification(
                 "transient",
@@ -224,7 +225,9 @@ def client_retried(request: Any, *, status: int | None = None, transport: BaseEx
 
 
 def _says_auth(error: BaseException) -> bool:
-    # The Hub answers 401 for both "private" and "bad token"; only the message tells them apart.
+    # The Hub answers 401 for both "private" and "bad token"; only the message tells them apart:
+    # "Invalid credentials in Authorization header" (or, formerly, "Invalid username or password")
+    # means the token itself was rejected.
     text = str(error).lower()
     return "invalid username or password" in text or "invalid credentials" in text
 

@@ -16,17 +16,18 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+import warnings
 from typing import Any
 
 import pytest
 
-from .errors import HfSnapshotError
+from .errors import HfSnapshotError, HfSnapshotWarning
 from .options import Options
 from .request import SnapshotRequest
 from .shared_failures import SharedFailures
 from .snapshot import Snapshot
 from .snapshot_uses import SnapshotUse, request_key
-from .verdicts import Verdict, auth_action, for_failure
+from .verdicts import Verdict, auth_outcome, for_failure
 
 _WORKERINPUT_SESSION = "hfsnapshot_session"
 _WORKEROUTPUT_KEY = "hfsnapshot"
@@ -44,17 +45,21 @@ class HfSnapshotSession:
         #: The workers' uses, merged in by the controller.
         self.worker_uses: list[SnapshotUse] = []
         self.failures = SharedFailures(session_id)
-        #: Tests that met a refused Hub access, by action taken ("skip", "xfail", "fail").
+        #: Tests that met a refused Hub access, by pytest's word for their outcome
+        #: ("skipped", "xfailed", "failed", "error"; see verdicts.auth_outcome).
         self.auth_counts: dict[str, int] = {}
+        #: How many collected tests use the hf_snapshots factory (the most any process collected).
+        self.factory_tests = 0
         self._snapshots: dict[SnapshotRequest, Snapshot] = {}
         self._verdicts: dict[SnapshotRequest, Verdict] = {}
         self._lock = threading.Lock()
 
-    def fetch(self, request: SnapshotRequest) -> Snapshot:
+    def fetch(self, request: SnapshotRequest, *, factory: bool = False) -> Snapshot:
         """The request's snapshot, materialized at most once by this process; core errors propagate.
 
         A failure's verdict is kept (here and, for other xdist workers, in the session's folder) so
-        that :meth:`provide` answers every later test at once.
+        that :meth:`provide` answers every later test at once. ``factory``: asked for through the
+        ``hf_snapshots`` factory.
         """
         with self._lock:
             known = self._snapshots.get(request)
@@ -78,23 +83,29 @@ class HfSnapshotSession:
                 session=self.session_id,
             )
         except HfSnapshotError as error:
-            self._share_verdict(request, for_failure(request, error, opts))
+            self._share_verdict(request, for_failure(request, error, opts, factory=factory))
             raise
         use = SnapshotUse(request, snapshot, time.monotonic() - started, self.worker)
         with self._lock:
-            if request not in self._snapshots:
+            first = request not in self._snapshots
+            if first:
                 self._snapshots[request] = snapshot
                 self.uses.append(use)
-            return self._snapshots[request]
+            snapshot = self._snapshots[request]
+        if first:
+            # Once per process, as a pytest warning (the core logs it too, for scripts).
+            for pattern in request.unmatched_allow_patterns(snapshot.files):
+                warnings.warn(HfSnapshotWarning(request.unmatched_pattern_message(pattern)), stacklevel=1)
+        return snapshot
 
-    def provide(self, request: SnapshotRequest) -> Snapshot:
+    def provide(self, request: SnapshotRequest, *, factory: bool = False) -> Snapshot:
         """:meth:`fetch` for a test: a failure becomes the session's skip, xfail or failure."""
         verdict = self._shared_verdict(request)
         if verdict is None:
             try:
-                return self.fetch(request)
+                return self.fetch(request, factory=factory)
             except HfSnapshotError as error:
-                verdict = self._shared_verdict(request) or for_failure(request, error, self.options)
+                verdict = self._shared_verdict(request) or for_failure(request, error, self.options, factory=factory)
         raise verdict.exception()
 
     def all_uses(self) -> list[SnapshotUse]:
@@ -103,15 +114,19 @@ class HfSnapshotSession:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # With xdist, the controller sees the workers' reports here, their auth tags included.
-        action = auth_action(report)
-        if action is not None:
-            self.auth_counts[action] = self.auth_counts.get(action, 0) + 1
+        outcome = auth_outcome(report)
+        if outcome is not None:
+            self.auth_counts[outcome] = self.auth_counts.get(outcome, 0) + 1
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self.factory_tests = sum(1 for item in items if "hf_snapshots" in getattr(item, "fixturenames", ()))
 
     def to_workeroutput(self, workeroutput: dict[str, Any]) -> None:
         """A worker's part of the session, for the controller (see :class:`XdistHooks`)."""
         workeroutput[_WORKEROUTPUT_KEY] = {
             "uses": [use.to_dict() for use in self.uses],
             "failure_folders": sorted(self.failures.folders),
+            "factory_tests": self.factory_tests,
         }
 
     def _share_verdict(self, request: SnapshotRequest, verdict: Verdict) -> None:
@@ -147,6 +162,9 @@ class XdistHooks:
             return
         self.state.worker_uses.extend(SnapshotUse.from_dict(item) for item in data.get("uses", ()))
         self.state.failures.adopt(data.get("failure_folders", ()))
+        factory_tests = data.get("factory_tests", 0)
+        if isinstance(factory_tests, int):
+            self.state.factory_tests = max(self.state.factory_tests, factory_tests)
 
 
 _STATE_KEY = pytest.StashKey[HfSnapshotSession]()

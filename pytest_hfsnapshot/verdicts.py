@@ -61,10 +61,24 @@ class Verdict:
         return None
 
 
-def for_failure(request: SnapshotRequest, error: HfSnapshotError, options: Options) -> Verdict:
-    """The verdict for tests needing ``request``, which failed with the core's ``error``."""
+#: Appended to an offline "not cached" verdict for a snapshot the ``hf_snapshots`` factory asked for.
+FACTORY_OFFLINE_HINT = (
+    " The hf_snapshots factory's snapshots are prefetched only when they are listed in the ini option "
+    "hf_prefetch (one org/name[@revision] or JSON object per line): no collection can see a factory call. "
+    "Add it there, then run `pytest --hf-prefetch-only` online."
+)
+
+
+def for_failure(
+    request: SnapshotRequest, error: HfSnapshotError, options: Options, *, factory: bool = False
+) -> Verdict:
+    """The verdict for tests needing ``request``, which failed with the core's ``error``.
+
+    ``factory``: the request came from the ``hf_snapshots`` factory (an offline miss then names
+    the ``hf_prefetch`` ini option, the only way a prefetch sees it).
+    """
     if isinstance(error, AuthError):
-        from .refusals import auth_message  # on first use: see for_test_code
+        from .refusals import auth_message, skips  # on first use: see for_test_code
 
         message = auth_message(
             error.reason,
@@ -73,30 +87,43 @@ def for_failure(request: SnapshotRequest, error: HfSnapshotError, options: Optio
             revision=request.revision,
             endpoint=hf_constants.ENDPOINT,
             token_set=token_set(),
+            private=request.private,
         )
-        return Verdict(options.on_auth_error, message, auth=error.reason)
+        action: AuthAction = options.on_auth_error if skips(error.reason, private=request.private) else "fail"
+        return Verdict(action, message, auth=error.reason)
     if isinstance(error, OfflineMissingError):
         message = f"{request.label}: offline and not fully cached: {error}"
         missing = [name for name in error.missing if name not in str(error)]
         if missing:
             shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
             message += f" (missing: {shown})"
+        if factory:
+            message += FACTORY_OFFLINE_HINT
         return Verdict(options.on_missing, message)
     return Verdict("fail", f"{request.label}: {type(error).__name__}: {error}")
 
 
 def for_test_code(exc: BaseException, options: Options) -> Verdict | None:
     """The verdict for a refused Hub access raised by test code (e.g. transformers' OSError from
-    GatedRepoError); None when ``exc`` is something else or refusals are to fail as they are.
+    GatedRepoError); None when ``exc`` is something else or is to fail as it is.
+
+    A rejected token fails with our message; a repo the Hub does not show fails as raised (no
+    declaration says whether it is private).
     """
-    if options.on_auth_error == "fail":
-        return None
     # Imported on the first failing test, not at start-up: classification needs
     # huggingface_hub's errors, and with them its HTTP client.
-    from .refusals import auth_message, auth_repo, classify_auth
+    from .refusals import auth_message, auth_repo, classify_auth, skips
 
     reason = classify_auth(exc)
     if reason is None:
+        return None
+    if skips(reason, private=False):
+        if options.on_auth_error == "fail":
+            return None
+        action: AuthAction = options.on_auth_error
+    elif reason == "invalid_token":
+        action = "fail"
+    else:
         return None
     repo = auth_repo(exc)
     message = auth_message(
@@ -106,7 +133,7 @@ def for_test_code(exc: BaseException, options: Options) -> Verdict | None:
         endpoint=hf_constants.ENDPOINT,
         token_set=token_set(),
     )
-    return Verdict(options.on_auth_error, message, auth=reason)
+    return Verdict(action, message, auth=reason)
 
 
 def apply_to_call(options: Options | None, call: pytest.CallInfo[None]) -> pytest.ExceptionInfo[BaseException] | None:
@@ -132,11 +159,16 @@ def tag_report(excinfo: pytest.ExceptionInfo[BaseException] | None, report: pyte
         setattr(report, AUTH_TAG, auth)
 
 
-def auth_action(report: pytest.TestReport) -> str | None:
-    """The action taken on a refused Hub access, for a setup or call report that has one."""
+def auth_outcome(report: pytest.TestReport) -> str | None:
+    """For a setup or call report of a refused Hub access, pytest's own word for what the test got:
+    ``"skipped"``, ``"xfailed"``, ``"failed"`` or ``"error"`` (a failure in setup)."""
     auth = getattr(report, AUTH_TAG, None)
-    if isinstance(auth, dict) and report.when in ("setup", "call"):
-        return str(auth.get("action", "skip"))
+    if not isinstance(auth, dict) or report.when not in ("setup", "call"):
+        return None
+    if report.skipped:
+        return "xfailed" if hasattr(report, "wasxfail") else "skipped"
+    if report.failed:
+        return "error" if report.when == "setup" else "failed"
     return None
 
 
@@ -148,4 +180,13 @@ def _raised(exc: BaseException) -> pytest.ExceptionInfo[BaseException]:
         return pytest.ExceptionInfo.from_current()
 
 
-__all__ = ["AUTH_TAG", "Verdict", "apply_to_call", "auth_action", "for_failure", "for_test_code", "tag_report"]
+__all__ = [
+    "AUTH_TAG",
+    "FACTORY_OFFLINE_HINT",
+    "Verdict",
+    "apply_to_call",
+    "auth_outcome",
+    "for_failure",
+    "for_test_code",
+    "tag_report",
+]

@@ -17,6 +17,13 @@ import os
 
 import pytest
 
+# The whole core, imported by the outer session before any pytester run: an inline run drops the
+# modules it imported from sys.modules, but a submodule stays reachable as an attribute of its
+# package (`from pytest_hfsnapshot import retry`), so a later run would mix that old module, and
+# the huggingface_hub error classes it holds, with freshly imported ones.
+import pytest_hfsnapshot.engine
+import pytest_hfsnapshot.prefetch
+import pytest_hfsnapshot.refusals  # noqa: F401
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 TRANSPORTS = ("xet", "xet-noshare", "http")

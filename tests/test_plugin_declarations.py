@@ -254,7 +254,7 @@ def test_bad_markers_fail_their_tests_at_collection(pytester: pytest.Pytester) -
             "Invalid revision '..bad' for 'org/x'*",
             "test_marks.py::test_typo[[]1[]]: invalid @pytest.mark.hf_snapshot('org/x', revisoin='v1'): "
             "unknown argument(s) revisoin; hf_snapshot takes the repo id and revision, allow_patterns, "
-            "ignore_patterns, repo_type, metadata_only",
+            "ignore_patterns, repo_type, metadata_only, private",
             "test_marks.py::test_typo[[]2[]]: *unknown argument(s) revisoin*",
             "test_marks.py::test_two_repos: *hf_snapshot takes one positional argument, the repo id*",
             "test_marks.py::test_no_repo: *repo_id must be a non-empty string like 'org/name', got None*",

@@ -11,7 +11,14 @@ from huggingface_hub import errors as hf_errors
 
 from pytest_hfsnapshot import retry
 from pytest_hfsnapshot.errors import AuthError, TransientError
-from pytest_hfsnapshot.refusals import auth_message, auth_repo, classify_auth, exception_chain
+from pytest_hfsnapshot.refusals import (
+    auth_message,
+    auth_repo,
+    classify_auth,
+    exception_chain,
+    replay_refused,
+    skips,
+)
 
 
 def http_error(
@@ -49,7 +56,7 @@ BAD_TOKEN = "401 Client Error. Invalid credentials in Authorization header"
 
 @pytest.mark.parametrize(
     ("message", "reason"),
-    [(BAD_TOKEN, "unauthorized"), ("401 Client Error. Repository Not Found", "not_found_or_private")],
+    [(BAD_TOKEN, "invalid_token"), ("401 Client Error. Repository Not Found", "not_found_or_private")],
     ids=["invalid-credentials", "plain-repo-not-found"],
 )
 def test_a_401_repository_not_found_is_classified_as_the_engine_does(message: str, reason: str) -> None:
@@ -134,8 +141,22 @@ def test_auth_repo_from_the_refused_url(url: str, repo: tuple[str, str] | None) 
         (
             "not_found_or_private",
             False,
-            "datasets/org/x@v1 was not found or is private (no Hub token is set): check the repo id and "
-            "repo_type, or set HF_TOKEN to a token that can read it",
+            "datasets/org/x@v1 was not found at https://hub.test: either the repo id is misspelt, or the repo is "
+            "private and no Hub token is set. Check the repo id and repo_type; for a private repo, declare it "
+            "with private=True so that its tests skip without a token that can read it, and set HF_TOKEN to "
+            "such a token to run them",
+        ),
+        (
+            "not_found_or_private",
+            True,
+            "datasets/org/x@v1 was not found at https://hub.test: either the repo id is misspelt, or the repo is "
+            "private and the token in use cannot read it. *",
+        ),
+        (
+            "invalid_token",
+            True,
+            "the Hub at https://hub.test rejected the token for datasets/org/x@v1: the token in use is invalid "
+            "or expired. Set HF_TOKEN to a valid token (or run `hf auth login` again), or unset it for public repos",
         ),
     ],
 )
@@ -147,6 +168,38 @@ def test_auth_message(reason: str, token_set: bool, expected: str) -> None:
         assert message.startswith(expected[:-1])
     else:
         assert message == expected
+
+
+@pytest.mark.parametrize("token_set", [False, True])
+def test_auth_message_for_a_declared_private_repo(token_set: bool) -> None:
+    message = auth_message(
+        "not_found_or_private", repo_id="org/x", endpoint="https://hub.test", token_set=token_set, private=True
+    )
+    why = "the token in use cannot read it" if token_set else "no Hub token is set"
+    assert message.startswith(f"org/x is declared private=True and {why}: set HF_TOKEN to a token that can read it")
+
+
+@pytest.mark.parametrize(
+    ("reason", "private", "skipped"),
+    [
+        ("gated", False, True),
+        ("unauthorized", False, True),
+        ("not_found_or_private", False, False),
+        ("not_found_or_private", True, True),
+        ("invalid_token", False, False),
+        ("invalid_token", True, False),
+    ],
+)
+def test_which_refusals_skip(reason: str, private: bool, skipped: bool) -> None:
+    assert skips(reason, private=private) is skipped
+
+
+@pytest.mark.parametrize(
+    ("recorded", "now", "replayed"),
+    [(False, False, True), (True, True, True), (False, True, False), (True, False, False)],
+)
+def test_a_refusal_is_replayed_only_under_the_same_token_situation(recorded: bool, now: bool, replayed: bool) -> None:
+    assert replay_refused(recorded_token_set=recorded, token_set=now) is replayed
 
 
 def test_auth_message_without_repo() -> None:

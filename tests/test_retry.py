@@ -59,8 +59,9 @@ def test_other_client_errors_are_fatal(status: int) -> None:
                 hf_errors.RepositoryNotFoundError, 401, message="401: Invalid credentials in Authorization header"
             ),
             "auth",
-            "unauthorized",
+            "invalid_token",
         ),
+        (http_error(status=401, message="401: Invalid credentials in Authorization header"), "auth", "invalid_token"),
         (http_error(status=401), "auth", "unauthorized"),
         (http_error(status=403), "auth", "unauthorized"),
         (http_error(hf_errors.RevisionNotFoundError, 404), "revision_not_found", None),
