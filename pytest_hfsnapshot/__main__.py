@@ -116,6 +116,44 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     return 0 if result.ok(on_auth_error) else 1
 
 
+def serve_command(args: Sequence[str]) -> int:
+    """``serve DIR [--port N] [--no-xet]``: a folder of repos as a local Hub, until interrupted."""
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} serve",
+        description=(
+            "Serve DIR as a local Hugging Face Hub on 127.0.0.1 until interrupted, for a whole test session "
+            "(xdist workers included): run the printed export lines in another shell, then pytest there. "
+            "Each DIR/<org>/<name>/ is a model repo whose tree is that folder's files (one commit on main); "
+            "DIR/datasets/<org>/<name>/ and DIR/spaces/<org>/<name>/ are datasets and spaces. An empty file "
+            ".gated or .private in a repo folder makes that repo gated or private (the marker is not served)."
+        ),
+    )
+    parser.add_argument("dir", metavar="DIR", help="the folder of repos")
+    parser.add_argument("--port", type=int, default=0, help="the Hub's port on 127.0.0.1 (default: any free port)")
+    parser.add_argument(
+        "--no-xet",
+        action="store_true",
+        help="serve LFS files by plain HTTP only (default: Xet storage, as huggingface.co, when hf_xet is installed)",
+    )
+    options = parser.parse_args(args)
+    if not 0 <= options.port <= 65535:
+        parser.error(f"--port must be between 0 and 65535, got {options.port}")
+    # The testing kit, only for this command: the rest of the CLI never loads it.
+    from .testing.serve import ServeError, serve
+
+    try:
+        serve(options.dir, port=options.port, xet=False if options.no_xet else None)
+    except ServeError as error:
+        parser.error(str(error))
+    except OSError as error:
+        where = f"127.0.0.1:{options.port}" if options.port else "127.0.0.1"
+        print(
+            f"{PROG} serve: cannot serve on {where}: {error.strerror or error}; choose another --port", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
 class Command(NamedTuple):
     run: Callable[[Sequence[str]], int]
     usage: str
@@ -127,6 +165,10 @@ COMMANDS: dict[str, Command] = {
         prefetch_command,
         "prefetch [PYTEST ARGS...]        fetch every snapshot the selected tests declare, run no test\n"
         "prefetch --repo ORG/NAME[@REV]   fetch the given snapshots, without pytest ('prefetch --help')",
+    ),
+    "serve": Command(
+        serve_command,
+        "serve DIR [--port N] [--no-xet]  serve a folder of repos as a local Hub for a whole session ('serve --help')",
     ),
 }
 

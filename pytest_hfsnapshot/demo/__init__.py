@@ -1,10 +1,11 @@
 """The demo: ``python -m pytest_hfsnapshot.demo [extra pytest arguments]``.
 
-Starts the testing kit's local Hub in this process (127.0.0.1, no internet needed) with a few
-small repos, leaves a damaged copy of one of them in a fresh cache, then runs the example
-suite shipped in ``pytest_hfsnapshot/demo/suite`` on two xdist workers in a child process
-pointed at that Hub. Afterwards it explains what happened, with the Hub's request counts.
-The exit code is pytest's.
+Writes a few small repos to a folder and serves it with the testing kit's local Hub in this
+process (127.0.0.1, no internet needed), the way ``pytest-hfsnapshot serve DIR`` does
+(:mod:`pytest_hfsnapshot.testing.serve`); leaves a damaged copy of one repo in a fresh cache;
+then runs the example suite shipped in ``pytest_hfsnapshot/demo/suite`` on two xdist workers in
+a child process pointed at that Hub by the same exports ``serve`` prints. Afterwards it explains
+what happened, with the Hub's request counts. The exit code is pytest's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from huggingface_hub.utils.tqdm import disable_progress_bars
 from ..formats import human_size
 from ..testing.half_written import truncated_blob
 from ..testing.hub import LocalHub
+from ..testing.serve import client_exports, load_folder
 
 SUITE = Path(__file__).parent / "suite"
 
@@ -58,17 +60,28 @@ def model_files(model_type: str, weights: bytes, **config: object) -> dict[str, 
     }
 
 
-def add_demo_repos(hub: LocalHub) -> dict[str, int]:
-    """Create the demo's repos on ``hub``; returns the size of each repo's weight file."""
+def write_demo_repos(root: Path) -> dict[str, int]:
+    """Write the demo's repos as a folder ``serve`` can serve; returns the size of each repo's weight file."""
     repos = {
         TINY: model_files("demo", safetensors_bytes("embeddings.weight", "F32", (256, 512)), hidden_size=512),
         CACHED: model_files("demo", safetensors_bytes("embeddings.weight", "F16", (256, 512)), hidden_size=512),
         LARGE: model_files("demo", safetensors_bytes("embeddings.weight", "F32", (2048, 1024)), hidden_size=1024),
+        GATED: model_files("demo", safetensors_bytes("embeddings.weight", "F32", (64, 64))),
     }
     for repo_id, files in repos.items():
-        hub.add_repo(repo_id, files)
-    hub.add_repo(GATED, model_files("demo", safetensors_bytes("embeddings.weight", "F32", (64, 64))), gated=True)
-    return {repo_id: len(files[WEIGHTS]) for repo_id, files in repos.items()}
+        folder = root / repo_id
+        folder.mkdir(parents=True)
+        for name, content in files.items():
+            (folder / name).write_bytes(content.encode() if isinstance(content, str) else content)
+    (root / GATED / ".gated").touch()
+    return {repo_id: len(files[WEIGHTS]) for repo_id, files in repos.items() if repo_id != GATED}
+
+
+def add_demo_repos(hub: LocalHub, root: Path) -> dict[str, int]:
+    """Write the demo's repos under ``root`` and serve them on ``hub``; the size of each weight file."""
+    sizes = write_demo_repos(root)
+    load_folder(hub, root)
+    return sizes
 
 
 def pytest_command(suite: Path, extra: Sequence[str]) -> list[str]:
@@ -150,7 +163,7 @@ def main(argv: Sequence[str] = ()) -> int:
         suite = root / "suite"
         shutil.copytree(SUITE, suite, ignore=shutil.ignore_patterns("__pycache__"))
         with LocalHub() as hub, hub.configure_client(root / "hf-cache") as cache:
-            weight_sizes = add_demo_repos(hub)
+            weight_sizes = add_demo_repos(hub, root / "repos")
             # An earlier run filled the cache, then a full disk cut the weight file in half.
             disable_progress_bars()
             snapshot_download(CACHED)
@@ -159,8 +172,10 @@ def main(argv: Sequence[str] = ()) -> int:
 
             # huggingface_hub reads these once, at import: the child gets them before it starts.
             env = dict(os.environ)
+            # What `pytest-hfsnapshot serve` tells a user to export, without the token: the
+            # gated repo is to be refused, as on a fork PR without secrets.
+            env.update(client_exports(hub, token=False))
             env.update(
-                HF_ENDPOINT=hub.url,
                 HF_HUB_CACHE=str(cache),
                 HF_HUB_OFFLINE="0",
                 HF_HUB_DISABLE_TELEMETRY="1",
@@ -173,7 +188,8 @@ def main(argv: Sequence[str] = ()) -> int:
             workers = "-n" in command
             print(
                 "pytest-hfsnapshot demo\n"
-                f"A local Hub is serving at {hub.url} (in this process; nothing goes to huggingface.co).\n"
+                f"A local Hub is serving the repos in {root / 'repos'} at {hub.url} (in this process, as\n"
+                f"`pytest-hfsnapshot serve {root / 'repos'}` would; nothing goes to huggingface.co).\n"
                 + (
                     "As on huggingface.co, its weight files are stored in Xet: the client downloads them with\n"
                     "hf_xet from a content-addressed store, into huggingface_hub's shared blob store.\n"

@@ -225,19 +225,34 @@ class XetStore:
             else:
                 groups.append([chunk])
         terms: list[dict[str, Any]] = []
-        fetch: dict[str, list[dict[str, Any]]] = {}
+        spans: dict[str, list[list[int]]] = {}  # xorb -> [first chunk, end chunk) of its terms
         for group in groups:
             xorb = group[0].xorb
             chunk_range = {"start": group[0].index, "end": group[-1].index + 1}
-            byte_range = {"start": group[0].byte_start, "end": group[-1].byte_end - 1}
             terms.append({"hash": xorb, "unpacked_length": sum(c.size for c in group), "range": chunk_range})
-            url = xorb_url(xorb, byte_range["start"], byte_range["end"])
-            if version == 2:
-                entry: dict[str, Any] = {"url": url, "ranges": [{"chunks": chunk_range, "bytes": byte_range}]}
-            else:
-                entry = {"url": url, "range": chunk_range, "url_range": byte_range}
-            if entry not in fetch.setdefault(xorb, []):
-                fetch[xorb].append(entry)
+            spans.setdefault(xorb, []).append([chunk_range["start"], chunk_range["end"]])
+        # As the Hub's CAS does, one fetch entry per run of chunks of a xorb: terms that overlap or
+        # touch (repeated content dedupes to the same chunks) share one, so each term lies within
+        # exactly one entry. hf_xet slices a term's bytes out of the entry starting at its first
+        # chunk, and panics when that entry ends before the term does.
+        fetch: dict[str, list[dict[str, Any]]] = {}
+        for xorb, xorb_spans in spans.items():
+            merged: list[list[int]] = []
+            for start, end in sorted(xorb_spans):
+                if merged and start <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], end)
+                else:
+                    merged.append([start, end])
+            layout = self._layouts[xorb]
+            for start, end in merged:
+                chunk_range = {"start": start, "end": end}
+                byte_range = {"start": layout[start][0], "end": layout[end - 1][1] - 1}
+                url = xorb_url(xorb, byte_range["start"], byte_range["end"])
+                if version == 2:
+                    entry: dict[str, Any] = {"url": url, "ranges": [{"chunks": chunk_range, "bytes": byte_range}]}
+                else:
+                    entry = {"url": url, "range": chunk_range, "url_range": byte_range}
+                fetch.setdefault(xorb, []).append(entry)
         return {"offset_into_first_range": skip, "terms": terms, ("xorbs" if version == 2 else "fetch_info"): fetch}
 
     def xorb_size(self, xorb: str) -> int | None:

@@ -485,6 +485,8 @@ class LocalHub:
         tree_page_size: entries per tree listing page (``Link: rel="next"`` beyond).
         xet: whether LFS files are Xet-backed.
         xet_token_ttl: seconds a CAS token stays valid (the CAS answers 401 after).
+        port: the Hub's port on 127.0.0.1 (0, the default: any free port; the CAS and the CDN
+            always take free ports).
         cas_v2: set to False to make the CAS answer 404 on ``/v2/reconstructions/...``, so the
             client falls back to ``/v1/...``.
         cache_dir: the cache set by ``configure_client`` (or the ``local_hub`` fixture), else None.
@@ -497,7 +499,10 @@ class LocalHub:
         token: str | None = None,
         xet: bool | None = None,
         xet_token_ttl: float = DEFAULT_XET_TOKEN_TTL,
+        port: int = 0,
     ) -> None:
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port must be between 0 (any free port) and 65535, got {port}")
         if tree_page_size < 1:
             raise ValueError(f"tree_page_size must be at least 1, got {tree_page_size}")
         if not xet_token_ttl > 0:
@@ -511,6 +516,7 @@ class LocalHub:
         self.xet = xet
         self.xet_token_ttl = xet_token_ttl
         self.cas_v2 = True
+        self.port = port
         self.cache_dir: Path | None = None
         self._repos: dict[tuple[str, str], _Repo] = {}
         self._faults = FaultPlan()
@@ -533,7 +539,7 @@ class LocalHub:
         if self._servers:
             return self
         try:
-            self._bind("hub", "127.0.0.1")
+            self._bind("hub", "127.0.0.1", self.port)
             if self.xet:
                 self._bind("cas", "127.0.0.1")
                 try:
@@ -548,8 +554,8 @@ class LocalHub:
             raise
         return self
 
-    def _bind(self, origin: _Origin, host: str) -> None:
-        server = _Server((host, 0), _Handler)
+    def _bind(self, origin: _Origin, host: str, port: int = 0) -> None:
+        server = _Server((host, port), _Handler)
         server.hub = self
         server.origin = origin
         self._servers[origin] = server
