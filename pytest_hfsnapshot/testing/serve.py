@@ -131,10 +131,10 @@ def client_exports(hub: LocalHub, *, token: bool = True) -> dict[str, str]:
     return exports
 
 
-def repo_line(repo: ServedRepo) -> str:
-    """One line per served repo, as ``serve`` prints them."""
+def repo_line(repo: ServedRepo, width: int = 0) -> str:
+    """One line per served repo, as ``serve`` prints them (labels padded to ``width``)."""
     access = "" if repo.access == "public" else f"  ({repo.access})"
-    return f"  {repo.label}  {count(repo.files, 'file')}, {human_size(repo.size)}{access}"
+    return f"  {repo.label.ljust(width)}  {count(repo.files, 'file')}, {human_size(repo.size)}{access}"
 
 
 def banner(hub: LocalHub, root: Path, repos: list[ServedRepo], exports: Mapping[str, str]) -> list[str]:
@@ -145,7 +145,7 @@ def banner(hub: LocalHub, root: Path, repos: list[ServedRepo], exports: Mapping[
         "Run these in another shell (pytest and its xdist workers then use this Hub):",
         *(f"export {name}={value}" for name, value in exports.items()),
         f"Repos ({len(repos)}; HF_TOKEN opens the gated and private ones):",
-        *(repo_line(repo) for repo in repos),
+        *(repo_line(repo, max(len(r.label) for r in repos)) for repo in repos),
         "Serving until interrupted (Ctrl-C).",
     ]
 
