@@ -210,3 +210,15 @@ def test_python_m_help_in_a_fresh_interpreter(tmp_path: Path) -> None:
     done = cli(tmp_path, SCRIPT, "nope")
     assert done.returncode == 2
     assert "unknown command 'nope'" in done.stderr
+
+
+def test_prefetch_repos_fails_for_a_repo_the_hub_does_not_show(tmp_path: Path, local_hub: LocalHub) -> None:
+    local_hub.add_repo("acme/tiny-bert", files=FILES)
+    local_hub.add_repo("acme/secret", files=FILES, private=True)
+    done = cli(tmp_path, *MODULE, "prefetch", "--repo", "acme/tiny-bret")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "acme/tiny-bret@main was not found at" in done.stdout
+    assert "prefetch FAILED" in done.stdout
+    declared = cli(tmp_path, *MODULE, "prefetch", "--repo", '{"repo_id": "acme/secret", "private": true}')
+    assert declared.returncode == 0, declared.stdout + declared.stderr
+    assert "acme/secret@main is declared private=True and no Hub token is set" in declared.stdout
