@@ -35,7 +35,7 @@ import json
 import os
 import re
 import stat
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,8 @@ OWN_DIR = os.path.join(".locks", "hfsnapshot")
 STORE_DIR = "blobs"
 XET_HASH_RE = re.compile(r"[0-9a-f]{64}")
 INCOMPLETE_RE = re.compile(r"^(?P<etag>[^.]+)(?:\.[0-9a-f]{8})?\.incomplete$")
+#: The mode of the refs and JSON files we write (what ``tempfile.mkstemp`` gave them from the start).
+PRIVATE_MODE = 0o600
 
 
 def repo_folder_name(repo_id: str, repo_type: str) -> str:
@@ -138,16 +140,8 @@ class RepoCache:
         kept = [line for line in lines if line != mine]
         if len(kept) == len(lines):
             return False
-        fd, tmp = tempfile.mkstemp(prefix=f".{manifest.name}.", suffix=".tmp", dir=manifest.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write("".join(f"{line}\n" for line in kept))
-            os.chmod(tmp, 0o666)  # the client's mode: every user of a shared cache appends to it
-            os.replace(tmp, manifest)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # The client's mode: every user of a shared cache appends to it.
+        atomic_write_text(manifest, "".join(f"{line}\n" for line in kept), mode=0o666)
         return True
 
     def store_lock(self, store: Path) -> Path:
@@ -179,10 +173,7 @@ class RepoCache:
             return False
         path = self.ref(revision)
         self.make_folders(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=".ref.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(commit)
-        os.replace(tmp, path)
+        atomic_write_text(path, commit, mode=PRIVATE_MODE)
         return True
 
     def read_tree_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
@@ -347,10 +338,22 @@ def atomic_write_json(path: Path, data: Any, *, root: Path | None = None, repo_i
         path.parent.mkdir(parents=True, exist_ok=True)
     else:
         make_folders(path.parent, root, repo_id=repo_id)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    atomic_write_text(path, json.dumps(data, sort_keys=True, separators=(",", ":")), mode=PRIVATE_MODE)
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Write ``text`` (UTF-8, ``\\n`` line ends) so readers see the old file or the whole new one.
+
+    The file's permission bits are ``mode`` exactly when given, else what ``open`` gives (the
+    umask's). The new bytes go to a temporary file beside ``path``, renamed over it when complete;
+    on any failure the temporary file is removed and ``path`` left as it was.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, sort_keys=True, separators=(",", ":"))
+        with open(tmp, "x", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
