@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UnsafeCacheError
+from .request import is_commit
 
 #: Our state folder, relative to the cache root (see the module docstring).
 OWN_DIR = os.path.join(".locks", "hfsnapshot")
@@ -52,8 +53,11 @@ PRIVATE_MODE = 0o600
 
 
 def repo_folder_name(repo_id: str, repo_type: str) -> str:
-    """``models--org--name``: the client's folder name for a repo (same rule as huggingface_hub)."""
-    return "--".join([f"{repo_type}s", *repo_id.split("/")])
+    """``models--org--name``: the client's folder name for a repo (huggingface_hub's own function)."""
+    # Imported here: file_download pulls in the client's HTTP stack, which plugin start-up never needs.
+    from huggingface_hub.file_download import repo_folder_name as client_folder_name
+
+    return client_folder_name(repo_id=repo_id, repo_type=repo_type)
 
 
 def own_dir(cache_dir: str | os.PathLike[str]) -> Path:
@@ -100,7 +104,7 @@ class RepoCache:
 
     def commit_of(self, revision: str) -> str | None:
         """The commit ``revision`` names in this cache: itself when a commit id, else what its ref holds."""
-        return revision if re.fullmatch(r"[0-9a-f]{40}", revision) else self.read_ref(revision)
+        return revision if is_commit(revision) else self.read_ref(revision)
 
     def store_target(self, etag: str) -> Path | None:
         """The shared-store file that ``blobs/<etag>`` links to, when it is a link into the store.
@@ -161,7 +165,7 @@ class RepoCache:
             text = path.read_text(encoding="ascii", errors="replace").strip()
         except OSError:
             return None
-        return text if re.fullmatch(r"[0-9a-f]{40}", text) else None
+        return text if is_commit(text) else None
 
     def make_folders(self, folder: Path) -> Path:
         """``make_folders`` below this cache, naming this repo in the error."""

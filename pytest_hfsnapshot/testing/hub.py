@@ -92,6 +92,7 @@ from types import ModuleType
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlsplit
 
+from ..request import REPO_TYPES, is_commit, repo_path, repo_type_of_prefix
 from ._cas import XetStore, import_hf_xet, is_xet_hash
 from ._counters import Entry, HubCounters, RequestLog, ServedRequest
 from ._faults import Fault, FaultPlan, Pacer
@@ -123,9 +124,7 @@ DEFAULT_TREE_PAGE_SIZE = 10
 DEFAULT_XET_TOKEN_TTL = 3600.0
 """Seconds a CAS token handed out by ``xet-read-token`` stays valid."""
 
-REPO_TYPES = ("model", "dataset", "space")
-_API_PLURALS = {"models": "model", "datasets": "dataset", "spaces": "space"}
-_URL_PREFIXES = {"datasets": "dataset", "spaces": "space"}
+_API_PLURALS = {f"{repo_type}s": repo_type for repo_type in REPO_TYPES}  # /api/{models|datasets|spaces}/...
 _API_ACTIONS = ("revision", "tree", "paths-info", "refs", "xet-read-token")
 # The CDN is another loopback host, as the real one is another host: huggingface_hub 1.x follows a
 # redirect to the same host on another port, which it never does for huggingface.co's CDN.
@@ -659,7 +658,7 @@ class LocalHub:
         number of repos holding it).
         """
         _check_repo(repo_id, repo_type)
-        if not branch or branch.startswith("/") or (len(branch) == 40 and _is_hex(branch)):
+        if not branch or branch.startswith("/") or is_commit(branch.lower()):
             raise ValueError(f"invalid branch name {branch!r}")
         blobs: dict[str, _Blob] = {}
         for path, content in files.items():
@@ -873,8 +872,9 @@ class LocalHub:
             repo_type = _API_PLURALS[segments[1]]
             return self._route_api(method, repo_type, segments[2:], query, authorized, payload)
         repo_type = "model"
-        if segments and segments[0] in _URL_PREFIXES:
-            repo_type = _URL_PREFIXES[segments[0]]
+        prefixed = repo_type_of_prefix(segments[0]) if segments else None
+        if prefixed is not None:
+            repo_type = prefixed
             segments = segments[1:]
         split = _split_repo(segments, ("resolve",))
         if split is not None and method in ("GET", "HEAD"):
@@ -1224,8 +1224,7 @@ def _gated(repo: _Repo) -> _Reply:
 
 def _resolve_path(repo_type: str, repo_id: str, commit: str, path: str) -> str:
     """``/{prefix}{repo}/resolve/{commit}/{path}``: the form a repo file's requests match as."""
-    prefix = "" if repo_type == "model" else f"{repo_type}s/"
-    return f"/{prefix}{repo_id}/resolve/{commit}/{path}"
+    return f"/{repo_path(repo_id, repo_type)}/resolve/{commit}/{path}"
 
 
 def _cdn_target(raw_path: str) -> tuple[str, str, str, str] | None:
@@ -1234,7 +1233,7 @@ def _cdn_target(raw_path: str) -> tuple[str, str, str, str] | None:
     if len(segments) < 5 or segments[0] != "cdn" or segments[1] not in _API_PLURALS:
         return None
     commit, path = segments[3], "/".join(unquote(s) for s in segments[4:])
-    if len(commit) != 40 or not _is_hex(commit) or not path:
+    if not is_commit(commit.lower()) or not path:
         return None
     return _API_PLURALS[segments[1]], unquote(segments[2]), commit, path
 
@@ -1263,10 +1262,6 @@ def _set_env(name: str, value: str | None) -> None:
         os.environ.pop(name, None)
     else:
         os.environ[name] = value
-
-
-def _is_hex(text: str) -> bool:
-    return all(c in string.hexdigits for c in text)
 
 
 def _check_repo(repo_id: str, repo_type: str) -> None:
