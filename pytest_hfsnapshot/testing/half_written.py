@@ -42,17 +42,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import stat
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 
-from ..cache import RepoCache, atomic_write_json, is_within
+from ..cache import RepoCache, is_within
+from ..locking import write_holder
 from ..request import SnapshotRequest
 
 __all__ = [
@@ -289,19 +287,7 @@ def stale_lock(
     pid = child.pid
     if host is not None:
         repo.soft_lock_path.write_text(f"{pid}\n{host}\n", encoding="utf-8")
-    now = time.time()
-    atomic_write_json(
-        repo.holder_path,
-        {
-            "pid": pid,
-            "host": host or socket.gethostname(),
-            "since": now,
-            "since_iso": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "start": None,
-            "mode": "soft",
-            "repo": f"{repo_type}:{repo_id}",
-        },
-    )
+    write_holder(repo, "soft", pid=pid, host=host)
     return [repo.holder_path, repo.soft_lock_path]
 
 
