@@ -1,8 +1,8 @@
 """Point huggingface_hub in this process (and its children) at any Hub URL and cache.
 
-``LocalHub.configure_client`` only knows its own URL; this applies the very same patches
-(``pytest_hfsnapshot.testing.hub.client_patches``) for a server that is not a LocalHub, so
-both servers are reached through an identically configured client.
+``LocalHub.configure_client`` only knows its own URL; this applies the very same patches, the same
+way (``pytest_hfsnapshot.testing.hub.client_patches(...).applied()``), for a server that is not a
+LocalHub, so both servers are reached through an identically configured client.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
-from pytest_hfsnapshot.testing.hub import client_patches, close_client_session
+from pytest_hfsnapshot.testing.hub import client_patches
 
 
 @contextmanager
@@ -22,10 +20,5 @@ def pointed_at(url: str, cache_dir: Path) -> Iterator[Path]:
     cache = cache_dir.resolve()
     home = cache.parent / "hf-home"
     home.mkdir(exist_ok=True)
-    with pytest.MonkeyPatch.context() as mp:
-        client_patches(url, cache, home).apply(mp)
-        close_client_session()
-        try:
-            yield cache
-        finally:
-            close_client_session()
+    with client_patches(url, cache, home).applied():
+        yield cache

@@ -35,11 +35,12 @@ import json
 import os
 import re
 import stat
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
 from .errors import UnsafeCacheError
+from .request import is_commit
 
 #: Our state folder, relative to the cache root (see the module docstring).
 OWN_DIR = os.path.join(".locks", "hfsnapshot")
@@ -47,11 +48,16 @@ OWN_DIR = os.path.join(".locks", "hfsnapshot")
 STORE_DIR = "blobs"
 XET_HASH_RE = re.compile(r"[0-9a-f]{64}")
 INCOMPLETE_RE = re.compile(r"^(?P<etag>[^.]+)(?:\.[0-9a-f]{8})?\.incomplete$")
+#: The mode of the refs and JSON files we write (what ``tempfile.mkstemp`` gave them from the start).
+PRIVATE_MODE = 0o600
 
 
 def repo_folder_name(repo_id: str, repo_type: str) -> str:
-    """``models--org--name``: the client's folder name for a repo (same rule as huggingface_hub)."""
-    return "--".join([f"{repo_type}s", *repo_id.split("/")])
+    """``models--org--name``: the client's folder name for a repo (huggingface_hub's own function)."""
+    # Imported here: file_download pulls in the client's HTTP stack, which plugin start-up never needs.
+    from huggingface_hub.file_download import repo_folder_name as client_folder_name
+
+    return client_folder_name(repo_id=repo_id, repo_type=repo_type)
 
 
 def own_dir(cache_dir: str | os.PathLike[str]) -> Path:
@@ -98,7 +104,7 @@ class RepoCache:
 
     def commit_of(self, revision: str) -> str | None:
         """The commit ``revision`` names in this cache: itself when a commit id, else what its ref holds."""
-        return revision if re.fullmatch(r"[0-9a-f]{40}", revision) else self.read_ref(revision)
+        return revision if is_commit(revision) else self.read_ref(revision)
 
     def store_target(self, etag: str) -> Path | None:
         """The shared-store file that ``blobs/<etag>`` links to, when it is a link into the store.
@@ -138,16 +144,8 @@ class RepoCache:
         kept = [line for line in lines if line != mine]
         if len(kept) == len(lines):
             return False
-        fd, tmp = tempfile.mkstemp(prefix=f".{manifest.name}.", suffix=".tmp", dir=manifest.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write("".join(f"{line}\n" for line in kept))
-            os.chmod(tmp, 0o666)  # the client's mode: every user of a shared cache appends to it
-            os.replace(tmp, manifest)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # The client's mode: every user of a shared cache appends to it.
+        atomic_write_text(manifest, "".join(f"{line}\n" for line in kept), mode=0o666)
         return True
 
     def store_lock(self, store: Path) -> Path:
@@ -167,7 +165,7 @@ class RepoCache:
             text = path.read_text(encoding="ascii", errors="replace").strip()
         except OSError:
             return None
-        return text if re.fullmatch(r"[0-9a-f]{40}", text) else None
+        return text if is_commit(text) else None
 
     def make_folders(self, folder: Path) -> Path:
         """``make_folders`` below this cache, naming this repo in the error."""
@@ -179,10 +177,7 @@ class RepoCache:
             return False
         path = self.ref(revision)
         self.make_folders(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=".ref.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(commit)
-        os.replace(tmp, path)
+        atomic_write_text(path, commit, mode=PRIVATE_MODE)
         return True
 
     def read_tree_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
@@ -347,10 +342,22 @@ def atomic_write_json(path: Path, data: Any, *, root: Path | None = None, repo_i
         path.parent.mkdir(parents=True, exist_ok=True)
     else:
         make_folders(path.parent, root, repo_id=repo_id)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    atomic_write_text(path, json.dumps(data, sort_keys=True, separators=(",", ":")), mode=PRIVATE_MODE)
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Write ``text`` (UTF-8, ``\\n`` line ends) so readers see the old file or the whole new one.
+
+    The file's permission bits are ``mode`` exactly when given, else what ``open`` gives (the
+    umask's). The new bytes go to a temporary file beside ``path``, renamed over it when complete;
+    on any failure the temporary file is removed and ``path`` left as it was.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, sort_keys=True, separators=(",", ":"))
+        with open(tmp, "x", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -49,7 +49,7 @@ from .errors import (
     VerificationError,
 )
 from .locking import RepoLock
-from .request import SnapshotRequest
+from .request import SnapshotRequest, is_commit
 from .snapshot import Snapshot, Source
 from .verify import ExpectedFile, check_file, hash_mismatches, linked_blob_name
 
@@ -329,7 +329,7 @@ class _Engine:
         if self.session is not None:
             data = read_json(self.repo.resolution_path(self.session, self.request.revision))
             commit = data.get("commit") if isinstance(data, dict) else None
-            if isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit):
+            if isinstance(commit, str) and is_commit(commit):
                 return commit
         elif self._memo_key() in _resolved_here:
             return _resolved_here[self._memo_key()]
@@ -397,7 +397,7 @@ class _Engine:
             )
             return cached, True
         commit = getattr(info, "sha", None)
-        if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{40}", commit):
+        if not isinstance(commit, str) or not is_commit(commit):
             raise VerificationError(
                 f"The Hub answered for {self.request.label} without a commit id; check HF_ENDPOINT.",
                 repo_id=self.request.repo_id,

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from filelock import BaseFileLock, FileLock, SoftFileLock, Timeout
 
@@ -41,6 +41,7 @@ log = logging.getLogger("pytest_hfsnapshot")
 MODE_ENV = "HFSNAPSHOT_LOCK_MODE"
 _NO_FLOCK_ERRNOS = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL}
 _flock_support: dict[str, bool] = {}
+T = TypeVar("T")
 
 
 def flock_works(folder: Path) -> bool:
@@ -76,13 +77,26 @@ def lock_mode(folder: Path) -> str:
     return "kernel" if flock_works(folder) else "soft"
 
 
-def _process_start(pid: int) -> float | None:
-    # Lets a reader tell a live holder from a new process that reused its pid.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return float(handle.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+def write_holder(repo: RepoCache, mode: str, *, pid: int | None = None, host: str | None = None) -> None:
+    """Record who holds ``repo``'s lock (this process on this host unless told) for waiters' messages.
+
+    The one writer of the holder record ``{pid, host, since, since_iso, mode, repo}``, which
+    :meth:`RepoLock.holder` and :func:`describe_holder` read.
+    """
+    now = time.time()
+    atomic_write_json(
+        repo.holder_path,
+        {
+            "pid": os.getpid() if pid is None else pid,
+            "host": socket.gethostname() if host is None else host,
+            "since": now,
+            "since_iso": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "mode": mode,
+            "repo": f"{repo.repo_type}:{repo.repo_id}",
+        },
+        root=repo.cache_dir,
+        repo_id=repo.repo_id,
+    )
 
 
 def describe_holder(holder: dict[str, Any]) -> str:
@@ -93,13 +107,16 @@ def describe_holder(holder: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-class RepoLock:
+class RepoLock(Generic[T]):
     """The per-repo lock. Use as a context manager; ``wait`` is how long acquiring took.
 
     ``done``, when given, is asked every ``poll_every`` seconds while another process holds the
     lock: when it returns something (the snapshot that process just finished), waiting stops
     without taking the lock and the value is left in ``early``. Without it, seven xdist workers
     queue for the lock one by one only to read what the first one wrote.
+
+    Making one creates the lock folder and settles ``mode`` (``kernel`` or ``soft``, see
+    :func:`lock_mode`).
     """
 
     def __init__(
@@ -108,7 +125,7 @@ class RepoLock:
         *,
         timeout: float,
         log_every: float = 10.0,
-        done: Callable[[], object | None] | None = None,
+        done: Callable[[], T | None] | None = None,
         poll_every: float = 0.05,
     ) -> None:
         self.repo = repo
@@ -117,13 +134,13 @@ class RepoLock:
         self.done = done
         self.poll_every = poll_every
         self.wait = 0.0
-        self.early: object | None = None
+        self.early: T | None = None
         self._lock: BaseFileLock | None = None
+        folder = repo.lock_path.parent
+        repo.make_folders(folder)
+        self.mode = lock_mode(folder)
 
     def _make_lock(self) -> BaseFileLock:
-        folder = self.repo.lock_path.parent
-        self.repo.make_folders(folder)
-        self.mode = lock_mode(folder)
         if self.mode == "soft":
             return SoftFileLock(str(self.repo.soft_lock_path), is_singleton=False)
         return FileLock(str(self.repo.lock_path), is_singleton=False)
@@ -132,7 +149,7 @@ class RepoLock:
         """Who holds (or last held) the lock, from our holder record or the soft marker."""
         record = read_json(self.repo.holder_path)
         holder: dict[str, Any] = record if isinstance(record, dict) else {}
-        if getattr(self, "mode", None) == "soft":
+        if self.mode == "soft":
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 marker = self.repo.soft_lock_path.read_text(encoding="utf-8")
                 parsed = _parse_marker(marker)
@@ -140,7 +157,7 @@ class RepoLock:
                     holder = parsed
         return holder
 
-    def __enter__(self) -> RepoLock:
+    def __enter__(self) -> RepoLock[T]:
         lock = self._make_lock()
         start = time.monotonic()
         deadline = start + self.timeout
@@ -170,21 +187,7 @@ class RepoLock:
                     )
         self._lock = lock
         self.wait = time.monotonic() - start
-        now = time.time()
-        atomic_write_json(
-            self.repo.holder_path,
-            {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "since": now,
-                "since_iso": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "start": _process_start(os.getpid()),
-                "mode": self.mode,
-                "repo": f"{self.repo.repo_type}:{self.repo.repo_id}",
-            },
-            root=self.repo.cache_dir,
-            repo_id=self.repo.repo_id,
-        )
+        write_holder(self.repo, self.mode)
         return self
 
     def __exit__(

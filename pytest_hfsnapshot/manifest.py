@@ -12,14 +12,13 @@ Pure data in, text out: no pytest here, so scripts can write the same manifest.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .cache import atomic_write_text
 from .request import SnapshotRequest
 from .snapshot import Snapshot
 
@@ -60,16 +59,7 @@ def write(path: str | os.PathLike[str], snapshots: Iterable[tuple[SnapshotReques
     target = Path(path)
     text = render(snapshots)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Not mkstemp: its 0600 mode would stay on the manifest; "x" creates with the umask's mode.
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(target, text)  # the umask's mode, as any file the user's own tools write
     return target
 
 

@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlsplit
 
 from . import retry
 from .errors import AuthError
+from .request import repo_path
 from .retry import chain as exception_chain
 
 #: Values of :attr:`pytest_hfsnapshot.errors.AuthError.reason`, also returned by :func:`classify_auth`.
@@ -91,11 +92,7 @@ def _repo_from_url(url: str) -> tuple[str, str] | None:
 
 def repo_url(endpoint: str, repo_id: str, repo_type: str = "model") -> str:
     """The repo's page on the Hub, where gated conditions are accepted."""
-    return f"{endpoint.rstrip('/')}/{_repo_path(repo_id, repo_type)}"
-
-
-def _repo_path(repo_id: str, repo_type: str) -> str:
-    return repo_id if repo_type == "model" else f"{repo_type}s/{repo_id}"
+    return f"{endpoint.rstrip('/')}/{repo_path(repo_id, repo_type)}"
 
 
 def auth_message(
@@ -114,7 +111,7 @@ def auth_message(
         what = "a Hub repo"
         url = f"{hub}/<repo>"
     else:
-        what = _repo_path(repo_id, repo_type) + (f"@{revision}" if revision else "")
+        what = repo_path(repo_id, repo_type) + (f"@{revision}" if revision else "")
         url = repo_url(endpoint, repo_id, repo_type)
     if reason == "invalid_token":
         return (

@@ -8,9 +8,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from huggingface_hub.constants import REPO_TYPES_URL_PREFIXES
+
 from .errors import InvalidRequestError
 
 REPO_TYPES = ("model", "dataset", "space")
+#: A full commit id: 40 lowercase hex digits (test a string with :func:`is_commit`).
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 # Git ref rules that matter for a cache path: no "..", no control chars, no leading "/" or "-".
 _BAD_REVISION_RE = re.compile(r"(\.\.)|[\x00-\x20\x7f~^:?*\[\\]|^[/\-.]|/$|\.lock$|//|@\{")
@@ -121,7 +124,7 @@ class SnapshotRequest:
     @property
     def pinned(self) -> bool:
         """True when the revision is already a commit id (immutable)."""
-        return COMMIT_RE.match(self.revision) is not None
+        return is_commit(self.revision)
 
     @property
     def full(self) -> bool:
@@ -138,8 +141,7 @@ class SnapshotRequest:
     @property
     def label(self) -> str:
         """``repo@revision`` with a type prefix for datasets and spaces, as shown to users."""
-        prefix = "" if self.repo_type == "model" else f"{self.repo_type}s/"
-        return f"{prefix}{self.repo_id}@{self.revision}"
+        return f"{repo_path(self.repo_id, self.repo_type)}@{self.revision}"
 
     def unmatched_allow_patterns(self, files: Iterable[str]) -> tuple[str, ...]:
         """The ``allow_patterns`` entries that select none of ``files`` (matched as huggingface_hub does)."""
@@ -165,6 +167,27 @@ class SnapshotRequest:
             [self.allow_patterns, self.ignore_patterns, self.metadata_only], separators=(",", ":")
         ).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def is_commit(text: str) -> bool:
+    """Whether ``text`` is a full commit id (40 lowercase hex digits, nothing around them)."""
+    return COMMIT_RE.fullmatch(text) is not None
+
+
+def repo_path(repo_id: str, repo_type: str = "model") -> str:
+    """``org/name``, ``datasets/org/name`` or ``spaces/org/name``: the repo as the Hub's URLs name it.
+
+    The prefix is huggingface_hub's own (``constants.REPO_TYPES_URL_PREFIXES``); models have none.
+    """
+    return REPO_TYPES_URL_PREFIXES.get(repo_type, "") + repo_id
+
+
+def repo_type_of_prefix(prefix: str) -> str | None:
+    """The repo type a URL prefix names without its slash (``"datasets"`` -> ``"dataset"``), else None."""
+    for repo_type in REPO_TYPES:
+        if REPO_TYPES_URL_PREFIXES.get(repo_type) == f"{prefix}/":
+            return repo_type
+    return None
 
 
 def _patterns(name: str, value: object, repo_id: str) -> tuple[str, ...] | None:

@@ -250,7 +250,6 @@ class Backoff:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random | None = None
     attempts: int = 0
-    slept: float = 0.0
 
     def next_delay(self, retry_after: float | None) -> float | None:
         """Seconds to wait before the next attempt, or None when the budget is spent."""
@@ -271,7 +270,6 @@ class Backoff:
         if delay is None:
             return False
         self.sleep(delay)
-        self.slept += delay
         return True
 
 

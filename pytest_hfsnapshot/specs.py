@@ -10,7 +10,7 @@ import inspect
 import json
 
 from .errors import InvalidRequestError
-from .request import REPO_TYPES, SnapshotRequest
+from .request import SnapshotRequest, repo_type_of_prefix
 
 #: The keywords a declaration takes (marker, JSON spec): exactly those of ``SnapshotRequest.build``.
 REQUEST_KEYWORDS: tuple[str, ...] = tuple(inspect.signature(SnapshotRequest.build).parameters)
@@ -33,8 +33,8 @@ def parse_spec(text: str) -> SnapshotRequest:
     repo_id, at, revision = text.partition("@")
     repo_type = "model"
     prefix, _, rest = repo_id.partition("/")
-    if rest.count("/") == 1 and prefix.endswith("s") and prefix[:-1] in REPO_TYPES:
-        repo_type, repo_id = prefix[:-1], rest
+    if rest.count("/") == 1 and (kind := repo_type_of_prefix(prefix)) is not None:
+        repo_type, repo_id = kind, rest
     return SnapshotRequest.build(repo_id, revision=revision if at else "main", repo_type=repo_type)
 
 

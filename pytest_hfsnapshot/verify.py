@@ -130,12 +130,9 @@ def check_file(repo: RepoCache, snapshot_dir: str, expected: ExpectedFile) -> st
     instead; those only get the size check.
     """
     link = os.path.join(snapshot_dir, expected.path)
-    try:
-        st = os.lstat(link)
-    except FileNotFoundError:
-        return "missing"
-    except OSError as error:
-        return f"unreadable ({error.strerror})"
+    st = _lstat(link, missing="missing", unreadable="unreadable")
+    if isinstance(st, str):
+        return st
     if stat.S_ISLNK(st.st_mode):
         try:
             target = os.readlink(link)
@@ -147,26 +144,30 @@ def check_file(repo: RepoCache, snapshot_dir: str, expected: ExpectedFile) -> st
             os.path.join(os.path.dirname(link), target)
         ) != os.path.normpath(blob):
             return f"link points at {target!r} instead of blobs/{expected.blob_name}"
-        try:
-            st = os.lstat(blob)
-        except FileNotFoundError:
-            return "dangling link (blob missing)"
-        except OSError as error:
-            return f"unreadable blob ({error.strerror})"
+        st = _lstat(blob, missing="dangling link (blob missing)", unreadable="unreadable blob")
+        if isinstance(st, str):
+            return st
         if stat.S_ISLNK(st.st_mode):
             store = repo.store_target(expected.blob_name)
             if store is None:
                 return "blob is a link that does not lead into the shared blob store"
             if expected.xet and store.name != expected.xet:
                 return f"blob links to the store file {store.name[:12]} instead of {expected.xet[:12]}"
-            try:
-                st = os.lstat(store)
-            except FileNotFoundError:
-                return "dangling link (store file missing)"
-            except OSError as error:
-                return f"unreadable store file ({error.strerror})"
+            st = _lstat(store, missing="dangling link (store file missing)", unreadable="unreadable store file")
+            if isinstance(st, str):
+                return st
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
     if st.st_size != expected.size:
         return f"size {st.st_size} instead of {expected.size}"
     return None
+
+
+def _lstat(path: str | os.PathLike[str], *, missing: str, unreadable: str) -> os.stat_result | str:
+    """``os.lstat(path)``, or why it failed: ``missing``, or ``unreadable`` with the system's reason."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return missing
+    except OSError as error:
+        return f"{unreadable} ({error.strerror})"

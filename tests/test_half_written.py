@@ -27,6 +27,7 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 
 from pytest_hfsnapshot import LockTimeoutError, OfflineMissingError, Snapshot, materialize
 from pytest_hfsnapshot.cache import RepoCache
+from pytest_hfsnapshot.locking import RepoLock
 from pytest_hfsnapshot.testing import half_written as hw
 from pytest_hfsnapshot.testing.half_written import HalfWritten
 from pytest_hfsnapshot.testing.hub import LocalHub
@@ -414,6 +415,15 @@ def test_stale_lock_never_blocks_the_kernel_lock(
     snap = cached.materialize(lock_timeout=1)
     assert_repaired(cached, snap, [], source="cache")
     assert json.loads(holder.read_text())["pid"] == os.getpid()
+
+
+def test_stale_lock_leaves_the_holder_record_a_real_holder_writes(cached: Cached, half_written: HalfWritten) -> None:
+    holder, _ = half_written.stale_lock(cached.repo_id, repo_type=cached.repo_type)
+    stale = json.loads(holder.read_text())
+    with RepoLock(cached.repo, timeout=5):
+        live = json.loads(holder.read_text())
+    assert sorted(stale) == sorted(live) and stale["repo"] == live["repo"]
+    assert (stale["mode"], stale["pid"] != live["pid"]) == ("soft", True)
 
 
 def test_stale_lock_soft_dead_holder_is_taken_over(

@@ -155,6 +155,32 @@ def test_client_patches_leave_xet_as_the_environment_has_it(tmp_path: Path, monk
     assert patches.environ["NO_PROXY"] == "internal.example,127.0.0.1,127.0.0.2,localhost"
 
 
+def test_client_patches_apply_one_way_with_or_without_pytest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setenv("HF_TOKEN", "hf_ambient")
+    patches = client_patches("http://127.0.0.1:1234", tmp_path / "cache", tmp_path / "home")
+    endpoint, env_endpoint = constants.ENDPOINT, os.environ.get("HF_ENDPOINT")
+
+    with patches.applied():  # on its own: undone when the block ends
+        assert (constants.ENDPOINT, os.environ["HF_ENDPOINT"]) == ("http://127.0.0.1:1234",) * 2
+        assert "HF_TOKEN" not in os.environ
+    assert (constants.ENDPOINT, os.environ.get("HF_ENDPOINT"), os.environ["HF_TOKEN"]) == (
+        endpoint,
+        env_endpoint,
+        "hf_ambient",
+    )
+
+    with pytest.MonkeyPatch.context() as patcher:
+        with patches.applied(patcher):  # through a MonkeyPatch: undone when it undoes
+            pass
+        assert constants.ENDPOINT == "http://127.0.0.1:1234"
+    assert endpoint == constants.ENDPOINT
+
+    child = patches.child_environ({"HF_TOKEN": "hf_ambient", "PATH": "/bin"})
+    assert child["PATH"] == "/bin" and child["HF_ENDPOINT"] == "http://127.0.0.1:1234" and "HF_TOKEN" not in child
+
+
 def test_local_hub_marker(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

@@ -382,12 +382,12 @@ def test_a_server_with_other_etags_for_small_files_still_verifies(
 ) -> None:
     # The Hub's ETag of a small file is its git blob sha1, which is also the listing's oid; a
     # server that sends another ETag (here an md5) makes the client name the blob differently.
-    from pytest_hfsnapshot.testing import hub as hub_module
+    from pytest_hfsnapshot.testing._repos import Blob
 
-    def md5_etag(blob: hub_module._Blob) -> str:
+    def md5_etag(blob: Blob) -> str:
         return blob.sha256 or hashlib.md5(blob.data).hexdigest()
 
-    monkeypatch.setattr(hub_module._Blob, "etag", property(md5_etag))
+    monkeypatch.setattr(Blob, "etag", property(md5_etag))
     commit = local_hub.add_repo("org/tiny", FILES)
 
     snap = materialize("org/tiny")

@@ -26,7 +26,7 @@ def local_hub(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
     Xet-backed when hf_xet is installed, as on huggingface.co; ``@pytest.mark.local_hub(xet=False)``
     serves them by plain HTTP only (the marker's keywords are ``LocalHub``'s).
     """
-    from .hub import LocalHub, client_patches, close_client_session
+    from .hub import LocalHub, client_patches
 
     marker = request.node.get_closest_marker("local_hub")
     if marker is not None and marker.args:
@@ -35,15 +35,11 @@ def local_hub(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytes
     home_dir = (tmp_path / "hf-home").resolve()
     cache_dir.mkdir()
     home_dir.mkdir()
-    with LocalHub(**(marker.kwargs if marker is not None else {})) as hub:
-        # Through monkeypatch so a test's own patches of the same names unwind in the right order.
-        client_patches(hub.url, cache_dir, home_dir).apply(monkeypatch)
-        close_client_session()
+    options = marker.kwargs if marker is not None else {}
+    # Through monkeypatch so a test's own patches of the same names unwind in the right order.
+    with LocalHub(**options) as hub, client_patches(hub.url, cache_dir, home_dir).applied(monkeypatch):
         hub.cache_dir = cache_dir
-        try:
-            yield hub
-        finally:
-            close_client_session()
+        yield hub
 
 
 @pytest.fixture

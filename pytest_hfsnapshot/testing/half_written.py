@@ -41,19 +41,21 @@ Fixtures (registered by the plugin, no import needed):
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
-import socket
 import stat
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Iterator
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Concatenate, Generic, ParamSpec
 
-from ..cache import RepoCache, atomic_write_json, is_within
+from ..cache import RepoCache, is_within
+from ..locking import write_holder
 from ..request import SnapshotRequest
+
+P = ParamSpec("P")
 
 __all__ = [
     "HalfWritten",
@@ -128,12 +130,7 @@ def interrupted_download(
 
 
 def missing_file(
-    cache_dir: str | os.PathLike[str],
-    repo_id: str,
-    filename: str,
-    *,
-    revision: str = "main",
-    repo_type: str = "model",
+    cache_dir: str | os.PathLike[str], repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
 ) -> list[Path]:
     """A worker read a half-written snapshot: the blob is in ``blobs/`` but its link is not made yet.
 
@@ -148,12 +145,7 @@ def missing_file(
 
 
 def truncated_blob(
-    cache_dir: str | os.PathLike[str],
-    repo_id: str,
-    filename: str,
-    *,
-    revision: str = "main",
-    repo_type: str = "model",
+    cache_dir: str | os.PathLike[str], repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
 ) -> list[Path]:
     """A disk filled up (or a CI cache restore was cut short): the blob holds only its first half.
 
@@ -169,12 +161,7 @@ def truncated_blob(
 
 
 def corrupted_blob(
-    cache_dir: str | os.PathLike[str],
-    repo_id: str,
-    filename: str,
-    *,
-    revision: str = "main",
-    repo_type: str = "model",
+    cache_dir: str | os.PathLike[str], repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
 ) -> list[Path]:
     """Bit rot, a failing disk, or a proxy that altered a body: one byte flipped, size unchanged.
 
@@ -194,12 +181,7 @@ def corrupted_blob(
 
 
 def dangling_link(
-    cache_dir: str | os.PathLike[str],
-    repo_id: str,
-    filename: str,
-    *,
-    revision: str = "main",
-    repo_type: str = "model",
+    cache_dir: str | os.PathLike[str], repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
 ) -> list[Path]:
     """Someone freed disk space by deleting blobs (or a CI cache kept the links but not ``blobs/``).
 
@@ -216,12 +198,7 @@ def dangling_link(
 
 
 def orphan_incomplete(
-    cache_dir: str | os.PathLike[str],
-    repo_id: str,
-    filename: str,
-    *,
-    revision: str = "main",
-    repo_type: str = "model",
+    cache_dir: str | os.PathLike[str], repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
 ) -> list[Path]:
     """A download of this file was killed once, and another process completed the file later.
 
@@ -289,20 +266,29 @@ def stale_lock(
     pid = child.pid
     if host is not None:
         repo.soft_lock_path.write_text(f"{pid}\n{host}\n", encoding="utf-8")
-    now = time.time()
-    atomic_write_json(
-        repo.holder_path,
-        {
-            "pid": pid,
-            "host": host or socket.gethostname(),
-            "since": now,
-            "since_iso": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "start": None,
-            "mode": "soft",
-            "repo": f"{repo_type}:{repo_id}",
-        },
-    )
+    write_holder(repo, "soft", pid=pid, host=host)
     return [repo.holder_path, repo.soft_lock_path]
+
+
+class _Bound(Generic[P]):
+    """One of this module's functions as a method of :class:`HalfWritten`: ``cache_dir`` is the instance's."""
+
+    def __init__(self, function: Callable[Concatenate[str | os.PathLike[str], P], list[Path]]) -> None:
+        self.function = function
+        self.__doc__ = f"See :func:`{function.__name__}`."
+        signature = inspect.signature(function)
+        self.signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+
+    def __get__(self, instance: HalfWritten, owner: type[HalfWritten]) -> Callable[P, list[Path]]:
+        function = self.function
+
+        def bound(*args: P.args, **kwargs: P.kwargs) -> list[Path]:
+            return function(instance.cache_dir, *args, **kwargs)
+
+        bound.__name__ = bound.__qualname__ = function.__name__
+        bound.__doc__ = self.__doc__
+        bound.__signature__ = self.signature  # type: ignore[attr-defined]
+        return bound
 
 
 class HalfWritten:
@@ -311,51 +297,15 @@ class HalfWritten:
     def __init__(self, cache_dir: str | os.PathLike[str]) -> None:
         self.cache_dir = Path(cache_dir)
 
-    def interrupted_download(self, repo_id: str, *, revision: str = "main", repo_type: str = "model") -> list[Path]:
-        """See :func:`interrupted_download`."""
-        return interrupted_download(self.cache_dir, repo_id, revision=revision, repo_type=repo_type)
-
-    def missing_file(
-        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
-    ) -> list[Path]:
-        """See :func:`missing_file`."""
-        return missing_file(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
-
-    def truncated_blob(
-        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
-    ) -> list[Path]:
-        """See :func:`truncated_blob`."""
-        return truncated_blob(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
-
-    def corrupted_blob(
-        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
-    ) -> list[Path]:
-        """See :func:`corrupted_blob`."""
-        return corrupted_blob(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
-
-    def dangling_link(
-        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
-    ) -> list[Path]:
-        """See :func:`dangling_link`."""
-        return dangling_link(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
-
-    def orphan_incomplete(
-        self, repo_id: str, filename: str, *, revision: str = "main", repo_type: str = "model"
-    ) -> list[Path]:
-        """See :func:`orphan_incomplete`."""
-        return orphan_incomplete(self.cache_dir, repo_id, filename, revision=revision, repo_type=repo_type)
-
-    def empty_ref(self, repo_id: str, *, revision: str = "main", repo_type: str = "model") -> list[Path]:
-        """See :func:`empty_ref`."""
-        return empty_ref(self.cache_dir, repo_id, revision=revision, repo_type=repo_type)
-
-    def garbage_ref(self, repo_id: str, *, revision: str = "main", repo_type: str = "model") -> list[Path]:
-        """See :func:`garbage_ref`."""
-        return garbage_ref(self.cache_dir, repo_id, revision=revision, repo_type=repo_type)
-
-    def stale_lock(self, repo_id: str, *, repo_type: str = "model", host: str | None = None) -> list[Path]:
-        """See :func:`stale_lock`."""
-        return stale_lock(self.cache_dir, repo_id, repo_type=repo_type, host=host)
+    interrupted_download = _Bound(interrupted_download)
+    missing_file = _Bound(missing_file)
+    truncated_blob = _Bound(truncated_blob)
+    corrupted_blob = _Bound(corrupted_blob)
+    dangling_link = _Bound(dangling_link)
+    orphan_incomplete = _Bound(orphan_incomplete)
+    empty_ref = _Bound(empty_ref)
+    garbage_ref = _Bound(garbage_ref)
+    stale_lock = _Bound(stale_lock)
 
 
 # --- finding what to damage, inside the cache only ------------------------------------------------

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..formats import count, human_size
+from ..request import repo_path
 from .hub import LocalHub
 
 #: Marker files at the top of a repo folder, and the access they give the repo.
@@ -54,7 +55,7 @@ class ServedRepo:
     @property
     def label(self) -> str:
         """``org/name``, with ``datasets/`` or ``spaces/`` in front for other repo types."""
-        return self.repo_id if self.repo_type == "model" else f"{self.repo_type}s/{self.repo_id}"
+        return repo_path(self.repo_id, self.repo_type)
 
 
 def repo_folders(root: Path) -> Iterator[tuple[str, str, Path]]:
@@ -163,20 +164,21 @@ def serve(
     if not folder.is_dir():
         raise ServeError(f"{folder} does not exist or is not a folder: give a folder of repos (DIR/<org>/<name>/)")
     stop = stop or threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) if _main_thread() else None
+    # Ctrl-C and SIGTERM only ask to stop: the Hub then shuts down in order, whenever they come.
+    previous = {}
+    if _main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
         with LocalHub(port=port, xet=xet) as hub:
             repos = load_folder(hub, folder)
             for line in banner(hub, folder, repos, client_exports(hub)):
                 print(line, file=out, flush=True)
-            try:
-                while not stop.wait(0.5):
-                    pass
-            except KeyboardInterrupt:
+            while not stop.wait(0.5):
                 pass
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _main_thread() -> bool:

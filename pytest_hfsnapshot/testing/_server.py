@@ -1,0 +1,216 @@
+"""The local Hub's HTTP side: listening origins, request handling, fault plan, counters and pacing.
+
+Each request goes through :meth:`Exchange.answer` (fault plan first, then the routes, then the
+counter entry) and its body through :meth:`Exchange.write` (pacing and byte counts); the
+handler only reads the request and writes what it is given, cut or corrupted as the fault says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+from ._counters import Entry, RequestLog
+from ._faults import Fault, FaultPlan, Pacer
+from ._routes import Origin, Reply, Routes, error_reply
+
+__all__ = ["CDN_HOST", "LOOPBACK_HOSTS", "Exchange", "Servers"]
+
+# The CDN is another loopback host, as the real one is another host: huggingface_hub 1.x follows a
+# redirect to the same host on another port, which it never does for huggingface.co's CDN.
+CDN_HOST = "127.0.0.2"
+LOOPBACK_HOSTS = ("127.0.0.1", CDN_HOST, "localhost")
+
+
+class Exchange:
+    """One request's way through the hub: the fault plan, the routes, the counters, the body's pacing."""
+
+    def __init__(self, routes: Routes, faults: FaultPlan, log: RequestLog, pacer: Pacer) -> None:
+        self.routes = routes
+        self.faults = faults
+        self.log = log
+        self.pacer = pacer
+
+    def answer(
+        self, origin: Origin, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
+    ) -> tuple[Reply, Fault | None, Entry]:
+        """The reply to one request, the body fault to apply to it, and its counter entry."""
+        path = unquote(raw_path)
+        aliases = self.routes.aliases(origin, raw_path, query, headers)
+        fault = self.faults.take(method, (path, *aliases), with_body=False)
+        if fault is not None:
+            extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+            message = f"local Hub: injected {fault.status} for {path}"
+            reply = error_reply(fault.status, fault.error_code, message, extra)
+            fault = None
+        else:
+            try:
+                reply = self.routes.answer(origin, method, raw_path, query, headers, payload)
+            except Exception as exc:  # a bug here must reach the client as a 500, not a hung socket
+                reply = error_reply(500, None, f"local Hub error: {exc!r}")
+            if method != "HEAD" and reply.body and 200 <= reply.status < 300:
+                fault = self.faults.take(method, (path, *aliases), with_body=True)
+        entry = self.log.record(origin, method, path, reply.status, aliases)
+        return reply, fault, entry
+
+    def write(self, write: Callable[[bytes], object], entry: Entry, body: bytes) -> None:
+        step = self.pacer.chunk_size()
+        started, sent = time.monotonic(), 0
+        for start in range(0, len(body), step):
+            chunk = body[start : start + step]
+            self.pacer.wait(len(chunk), started=started, sent=sent)
+            # Counted before the write so a client that has read the bytes never sees a stale
+            # counter; taken back if the socket refuses them.
+            self.log.add_bytes(entry, len(chunk))
+            try:
+                write(chunk)
+            except OSError:
+                self.log.add_bytes(entry, -len(chunk))
+                raise
+            sent += len(chunk)
+
+
+class Servers:
+    """The hub's listening origins (one server and thread each) and the connections they hold open."""
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self._servers: dict[Origin, _Server] = {}
+        self._url_hosts: dict[Origin, str] = {}
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+
+    @property
+    def running(self) -> bool:
+        return bool(self._servers)
+
+    def bind(self, origin: Origin, host: str, *, port: int = 0, url_host: str | None = None) -> None:
+        """Serve ``origin`` on ``port`` of ``host`` (0: a free one); its URLs name ``url_host`` (default: ``host``)."""
+        server = _Server((host, port), _Handler)
+        server.exchange = self.exchange
+        server.servers = self
+        server.origin = origin
+        self._servers[origin] = server
+        self._url_hosts[origin] = url_host or host
+        # A short poll keeps stop() (and so each test's teardown) quick.
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"local-hub-{origin}", daemon=True
+        )
+        thread.start()
+        self._threads.append(thread)
+
+    def url(self, origin: Origin) -> str:
+        """``http://host:port`` of ``origin``; ``RuntimeError`` when it does not serve."""
+        server = self._servers.get(origin)
+        if server is None:
+            if self._servers:
+                raise RuntimeError(f"the local Hub has no {origin.upper()}: it serves LFS files without Xet")
+            raise RuntimeError("the local Hub is not running: call start() or use it as a context manager")
+        return f"http://{self._url_hosts[origin]}:{server.server_address[1]}"
+
+    def stop(self) -> None:
+        """Stop serving and close every open connection."""
+        servers, self._servers = list(self._servers.values()), {}
+        threads, self._threads = self._threads, []
+        for server in servers:
+            server.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        for server in servers:
+            server.server_close()
+        for thread in threads:
+            thread.join(timeout=5)
+
+    def track(self, connection: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    exchange: Exchange
+    servers: Servers
+    origin: Origin
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 60  # idle keep-alive connections end on their own
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes: without this, Nagle + delayed ACK add ~40 ms each.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.servers.track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.servers.track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_HEAD(self) -> None:
+        self._serve("HEAD")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _serve(self, method: str) -> None:
+        exchange = self.server.exchange
+        length = int(self.headers.get("Content-Length") or 0)
+        payload = self.rfile.read(length) if length > 0 else b""
+        raw_path, _, query = self.path.partition("?")
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        reply, fault, entry = exchange.answer(self.server.origin, method, raw_path, query, headers, payload)
+        body = reply.body
+        sends_body = method != "HEAD"
+        if fault is not None and fault.kind == "corrupt":
+            middle = len(body) // 2
+            body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1 :]
+        self.send_response(reply.status)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        if fault is not None and fault.kind == "cut":
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if not sends_body:
+            return
+        cut = fault is not None and fault.kind == "cut"
+        to_send = body[: fault.after_bytes] if fault is not None and cut else body
+        try:
+            exchange.write(self.wfile.write, entry, to_send)
+        except OSError:
+            self.close_connection = True
+            return
+        if cut:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
