@@ -146,7 +146,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
     state = find_state(config)
     if state is None or state.worker is not None:
         return
-    reporting.write_summary(terminalreporter, state.all_uses(), state.auth_counts, verbose=config.get_verbosity() > 0)
+    reporting.write_summary(
+        terminalreporter,
+        state.all_uses(),
+        state.auth_counts,
+        verbose=config.get_verbosity() > 0,
+        failed=list(state.failed.values()),
+    )
 
 
 # --- fixtures -----------------------------------------------------------------------------------

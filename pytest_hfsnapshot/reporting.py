@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -10,7 +10,7 @@ from huggingface_hub import constants as hf_constants
 
 from . import manifest
 from .credentials import hub_token, token_set
-from .formats import count, human_size, request_label
+from .formats import Failure, count, failure_groups, human_size, request_label
 from .options import Options
 from .snapshot_uses import SnapshotUse, primary_uses
 
@@ -31,9 +31,10 @@ def write_summary(
     auth_counts: Mapping[str, int],
     *,
     verbose: bool,
+    failed: Collection[Failure] = (),
 ) -> None:
-    """The ``hf snapshots`` section, when the session used a snapshot or met a refused access."""
-    if not uses and not auth_counts:
+    """The ``hf snapshots`` section, when the session used a snapshot, met a refused access or a failure."""
+    if not uses and not auth_counts and not failed:
         return
     terminalreporter.write_sep("=", "hf snapshots")
     for line in summary_lines(uses, verbose=verbose):
@@ -42,6 +43,11 @@ def write_summary(
         total = sum(auth_counts.values())
         parts = ", ".join(f"{auth_counts[action]} {_PAST[action]}" for action in sorted(auth_counts))
         terminalreporter.write_line(f"Hub access refused: {count(total, 'test')} ({parts})")
+    if failed:
+        # One line per cause: a full disk reads once, however many snapshots it stopped.
+        terminalreporter.write_line(f"Not ready: {count(len(failed), 'snapshot')}")
+        for labels, text in failure_groups(sorted(failed)):
+            terminalreporter.write_line(f"  {labels}  {text}")
 
 
 def summary_lines(uses: Sequence[SnapshotUse], *, verbose: bool = False) -> list[str]:

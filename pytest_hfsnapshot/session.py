@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from .errors import HfSnapshotError
+from .errors import AuthError, HfSnapshotError
+from .formats import Failure, request_label
 from .options import Options
 from .request import SnapshotRequest
 from .shared_failures import SharedFailures
@@ -46,6 +47,9 @@ class HfSnapshotSession:
         self.failures = SharedFailures(session_id)
         #: Tests that met a refused Hub access, by action taken ("skip", "xfail", "fail").
         self.auth_counts: dict[str, int] = {}
+        #: Requests that could not be made ready (refusals aside), by request key; the controller
+        #: merges the workers' in, for the summary.
+        self.failed: dict[str, Failure] = {}
         self._snapshots: dict[SnapshotRequest, Snapshot] = {}
         self._verdicts: dict[SnapshotRequest, Verdict] = {}
         self._lock = threading.Lock()
@@ -76,9 +80,15 @@ class HfSnapshotSession:
                 offline=True if opts.offline else None,
                 strict=opts.strict,
                 session=self.session_id,
+                space_check=opts.space_check,
             )
         except HfSnapshotError as error:
             self._share_verdict(request, for_failure(request, error, opts))
+            if not isinstance(error, AuthError):
+                cause = getattr(error, "cause", None)
+                failure = (request_label(request), type(error).__name__, str(error), cause)
+                with self._lock:
+                    self.failed.setdefault(request_key(request), failure)
             raise
         use = SnapshotUse(request, snapshot, time.monotonic() - started, self.worker)
         with self._lock:
@@ -112,6 +122,7 @@ class HfSnapshotSession:
         workeroutput[_WORKEROUTPUT_KEY] = {
             "uses": [use.to_dict() for use in self.uses],
             "failure_folders": sorted(self.failures.folders),
+            "failed": [[key, *failure] for key, failure in sorted(self.failed.items())],
         }
 
     def _share_verdict(self, request: SnapshotRequest, verdict: Verdict) -> None:
@@ -147,6 +158,8 @@ class XdistHooks:
             return
         self.state.worker_uses.extend(SnapshotUse.from_dict(item) for item in data.get("uses", ()))
         self.state.failures.adopt(data.get("failure_folders", ()))
+        for key, label, kind, message, cause in data.get("failed", ()):
+            self.state.failed.setdefault(key, (label, kind, message, cause))
 
 
 _STATE_KEY = pytest.StashKey[HfSnapshotSession]()

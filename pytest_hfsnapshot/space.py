@@ -159,7 +159,7 @@ def not_enough_space(
     return DiskError(
         message,
         errno=errnos.ENOSPC,
-        cause=_cause(errnos.ENOSPC, short.cache_dir, short.free),
+        cause=_cause(errnos.ENOSPC, short.cache_dir),
         filename=files[0].path if files else None,
         folder=str(short.cache_dir),
         needed=short.needed,
@@ -197,7 +197,7 @@ def filesystem_error(
     return DiskError(
         message,
         errno=number,
-        cause=_cause(number, cache_dir, free),
+        cause=_cause(number, cache_dir),
         filename=filename,
         folder=folder,
         needed=needed,
@@ -220,9 +220,9 @@ def _said(number: int) -> str:
     return f"{os.strerror(number)} ({name or f'errno {number}'})"
 
 
-def _cause(number: int, cache_dir: Path, free: int | None) -> str:
-    room = f", {human_size(free)} free" if free is not None and number in SPACE_ERRNOS else ""
-    return f"{_said(number)} in the cache {cache_dir}{room}. {advice(number)}"
+def _cause(number: int, cache_dir: Path) -> str:
+    # No sizes: they differ from one snapshot to the next, and the cause is what they share.
+    return f"{_said(number)} in the cache {cache_dir}. {advice(number)}"
 
 
 def _free_and_block(folder: Path) -> tuple[int | None, int]:

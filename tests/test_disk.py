@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -75,7 +76,8 @@ files = {}
 for root, _, names in os.walk(cache):
     for name in names:
         path = os.path.join(root, name)
-        files[os.path.relpath(path, cache)] = os.lstat(path).st_size
+        # -1 for a link (a snapshot's, or a repo blob's into the shared store).
+        files[os.path.relpath(path, cache)] = -1 if os.path.islink(path) else os.lstat(path).st_size
 out["files"] = files
 print("RESULT " + json.dumps(out), flush=True)
 """
@@ -309,7 +311,9 @@ def test_a_prefetch_that_cannot_fit_transfers_nothing(local_hub: LocalHub, tmp_p
         tmp_path / "disk",
         """
         import contextlib, io
+        from pytest_hfsnapshot import materialize
         from pytest_hfsnapshot.__main__ import main
+        materialize("org/small", cache_dir=cache)  # complete in the cache: no transfer, no space needed
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             code = main(["prefetch", "--cache-dir", cache, "--repo", "org/a", "--repo", "org/b",
@@ -322,16 +326,16 @@ def test_a_prefetch_that_cannot_fit_transfers_nothing(local_hub: LocalHub, tmp_p
     assert code == 1
     assert local_hub.served("*/resolve/*/model.safetensors") == 0, local_hub.requests
     lines = output.splitlines()
-    # One line for the three, with the totals and the biggest; the one that fits alone is ready.
+    # One line for the three, with the totals and the biggest; the one already cached is ready.
     assert "hfsnapshot: 3 of 4 snapshots could not be made ready:" in lines
     grouped = [line for line in lines if line.startswith("  org/a@main, org/b@main, org/c@main  DiskError: ")]
     assert len(grouped) == 1, output
     assert (
-        "No space left on device (ENOSPC) for the 3 snapshots to fetch: 10.1 MiB needed in "
-        f"{tmp_path / 'disk'} (9.0 MiB in 3 files; the biggest: org/a@main 3.0 MiB, org/b@main 3.0 MiB, "
+        "No space left on device (ENOSPC) for the 3 snapshots to fetch: 10.0 MiB needed in "
+        f"{tmp_path / 'disk'} (9.0 MiB in 6 files; the biggest: org/a@main 3.0 MiB, org/b@main 3.0 MiB, "
         "org/c@main 3.0 MiB; plus a 1.0 MiB margin) and that filesystem has 6.0 MiB free." in grouped[0]
     ), grouped[0]
-    assert any("org/small@main ready (download, 1 file" in line for line in lines), output
+    assert any("org/small@main ready (cache, 1 file" in line for line in lines), output
 
 
 @small_fs
@@ -413,3 +417,72 @@ def test_a_read_only_cache(local_hub: LocalHub, tmp_path: Path) -> None:
         "Make the cache writable, or point --hf-cache-dir / HF_HUB_CACHE at a writable folder."
     )
     assert local_hub.requests == []
+
+
+@small_fs
+def test_with_the_check_off_a_prefetch_fails_plainly_one_line_per_cause(local_hub: LocalHub, tmp_path: Path) -> None:
+    for number, name in enumerate(("org/a", "org/b", "org/c")):
+        local_hub.add_repo(name, {"config.json": "{}", "model.safetensors": weights(3 * MiB, 50 + number)})
+    got = in_small_fs(
+        tmp_path / "disk",
+        """
+        import contextlib, io
+        from pytest_hfsnapshot.__main__ import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["prefetch", "--cache-dir", cache, "--no-space-check",
+                         "--repo", "org/a", "--repo", "org/b", "--repo", "org/c"])
+        return [code, out.getvalue()]
+        """,
+    )
+    code, output = got["result"]
+    assert code == 1, output
+    assert local_hub.served("*/resolve/*/model.safetensors") > 0
+    report = output.split("could not be made ready:\n", 1)[1].splitlines()[:-1]
+    assert len(report) == 1, output
+    assert "DiskError: No space left on device (ENOSPC) " in report[0]
+    # What is there is whole: no download in flight, every blob (repo or shared store) complete.
+    files = got["files"]
+    assert not [p for p in files if p.endswith(".incomplete")], files
+    contents = [p for p in blob_files(files) if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", p.rsplit("/", 1)[1])]
+    assert contents and all(files[p] in (-1, 2, 3 * MiB) for p in contents), files
+
+
+@small_fs
+def test_the_summary_says_a_full_disk_once_for_every_snapshot(local_hub: LocalHub, tmp_path: Path) -> None:
+    for number, name in enumerate(("org/a", "org/b")):
+        local_hub.add_repo(name, {"config.json": "{}", "model.safetensors": weights(8 * MiB, 60 + number)})
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(
+        "from pytest_hfsnapshot import snapshot_fixture\na = snapshot_fixture('org/a')\nb = snapshot_fixture('org/b')\n"
+    )
+    (suite / "test_it.py").write_text("def test_a(a): pass\n\ndef test_b(b): pass\n\ndef test_both(a, b): pass\n")
+    got = in_small_fs(
+        tmp_path / "disk",
+        f"""
+        import subprocess, sys
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", {str(suite)!r}, "--hf-cache-dir", cache, "-p", "no:cacheprovider",
+             "-n", "2", "--no-header"],
+            capture_output=True, text=True, cwd={str(suite)!r},
+        )
+        return [done.returncode, done.stdout]
+        """,
+    )
+    code, output = got["result"]
+    print(output)
+    assert code == 1
+    section = output.split(" hf snapshots ", 1)[1].splitlines()[1:]
+    section = section[: next(i for i, line in enumerate(section) if line.startswith("==="))]
+    # Neither fits: each test says why in full, the summary says it once for both.
+    assert not [line for line in section if line.startswith("org/")], section
+    assert "Not ready: 2 snapshots" in section
+    grouped = [line for line in section if "DiskError: " in line]
+    assert grouped == [
+        f"  org/a@main, org/b@main  DiskError: No space left on device (ENOSPC) in the cache {tmp_path / 'disk'}. "
+        "Free space there: see what the cache holds with `hf cache ls`, remove repos you no longer need with "
+        "`hf cache rm model/<org>/<name>` or old revisions with `hf cache prune`; or point --hf-cache-dir / "
+        "HF_HUB_CACHE at a larger disk."
+    ], section
+    assert output.count("Nothing was transferred.") >= 2  # each failing test's own message
