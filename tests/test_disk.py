@@ -409,6 +409,7 @@ def test_a_read_only_cache(local_hub: LocalHub, tmp_path: Path) -> None:
         """,
     )
     error = got["error"]
+    print(error["message"])
     assert error["type"] == "DiskError", got
     assert error["errno"] == errno.EROFS
     assert error["message"].startswith("Read-only file system (EROFS) while writing "), error["message"]
