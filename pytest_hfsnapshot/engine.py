@@ -489,7 +489,7 @@ class _Engine:
 
     def _disk(self, error: BaseException, number: int, still: list[ExpectedFile] | None = None) -> DiskError:
         """A filesystem refusal as the user reads it; ``still``: the files the download had left to fetch."""
-        filename, folder = _written_file(error)
+        filename, folder = space.written_file(error)
         if filename is None and still:
             filename = ", ".join(sorted(f.path for f in still)[:3])
         return space.filesystem_error(
@@ -971,36 +971,6 @@ def _failed_file(error: BaseException) -> str | None:
             if match:
                 return unquote(match.group(1))
     return None
-
-
-# huggingface_hub's functions that write one file of a download, and their argument naming it.
-_WRITERS = frozenset({"_download_to_tmp_and_move", "hf_hub_download", "_hf_hub_download_to_cache_dir"})
-
-
-def _written_file(error: BaseException) -> tuple[str | None, str | None]:
-    """The file (repo path) and the folder a failed write was for.
-
-    Read from the failing call's frames in the client (its ``filename`` and ``destination_path``
-    arguments); for one of our own writes, from the OSError itself.
-    """
-    for link in retry.chain(error):
-        tb = link.__traceback__
-        found: tuple[str | None, str | None] = (None, None)
-        while tb is not None:
-            code, names = tb.tb_frame.f_code, tb.tb_frame.f_locals
-            if code.co_name in _WRITERS and "huggingface_hub" in code.co_filename:
-                filename = names.get("filename")
-                destination = names.get("destination_path")
-                if isinstance(filename, str):
-                    folder = os.path.dirname(os.fspath(destination)) if isinstance(destination, Path) else found[1]
-                    found = (filename, folder)
-            tb = tb.tb_next
-        if found[0] is not None:
-            return found
-    for link in retry.chain(error):
-        if isinstance(link, OSError) and isinstance(link.filename, str) and link.filename:
-            return os.path.basename(link.filename), os.path.dirname(link.filename)
-    return None, None
 
 
 def _prune_sessions(resolutions: Path) -> None:

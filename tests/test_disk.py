@@ -487,3 +487,38 @@ def test_the_summary_says_a_full_disk_once_for_every_snapshot(local_hub: LocalHu
         "HF_HUB_CACHE at a larger disk."
     ], section
     assert output.count("Nothing was transferred.") >= 2  # each failing test's own message
+
+
+@small_fs
+def test_prefetch_only_checks_the_set_and_the_option_turns_it_off(local_hub: LocalHub, tmp_path: Path) -> None:
+    for number, name in enumerate(("org/a", "org/b")):
+        local_hub.add_repo(name, {"config.json": "{}", "model.safetensors": weights(3 * MiB, 70 + number)})
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(
+        "from pytest_hfsnapshot import snapshot_fixture\na = snapshot_fixture('org/a')\nb = snapshot_fixture('org/b')\n"
+    )
+    (suite / "test_it.py").write_text("def test_a(a): pass\n\ndef test_b(b): pass\n")
+    script = f"""
+    import subprocess, sys
+    runs = []
+    for extra in ([], ["--hf-no-space-check"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", {str(suite)!r}, "--hf-cache-dir", cache, "-p", "no:cacheprovider",
+             "--hf-prefetch-only", *extra],
+            capture_output=True, text=True, cwd={str(suite)!r},
+        )
+        runs.append([done.returncode, done.stdout])
+    return runs
+    """
+    local_hub.reset_counters()
+    got = in_small_fs(tmp_path / "disk", script, size="5m")
+    (checked, checked_out), (unchecked, unchecked_out) = got["result"]
+    assert checked == 1, checked_out
+    assert "  org/a@main, org/b@main  DiskError: No space left on device (ENOSPC) for the 2 snapshots to fetch" in (
+        checked_out
+    )
+    # Off, both transfers start side by side and meet the full disk (one of them may finish first).
+    assert unchecked == 1, unchecked_out
+    assert "DiskError: No space left on device (ENOSPC) while writing model.safetensors for org/" in unchecked_out
+    assert local_hub.served("*/resolve/*/model.safetensors") > 0
