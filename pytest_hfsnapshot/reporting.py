@@ -46,7 +46,7 @@ def write_summary(
     if failed:
         # One line per cause: a full disk reads once, however many snapshots it stopped.
         terminalreporter.write_line(f"Not ready: {count(len(failed), 'snapshot')}")
-        for labels, text in failure_groups(sorted(failed)):
+        for labels, text in failure_groups(sorted(failed, key=lambda failure: failure[:3])):
             terminalreporter.write_line(f"  {labels}  {text}")
 
 
