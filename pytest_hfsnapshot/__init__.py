@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     AuthError,
+    DiskError,
     EntryNotFoundError,
     HfSnapshotError,
     InvalidRequestError,
@@ -46,6 +47,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AuthError",
+    "DiskError",
     "EntryNotFoundError",
     "HfSnapshotError",
     "InvalidRequestError",

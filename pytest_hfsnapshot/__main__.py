@@ -67,6 +67,12 @@ def _prefetch_parser() -> argparse.ArgumentParser:
         help="repos the Hub refuses are listed; fail makes them fail the command too (default skip)",
     )
     parser.add_argument(
+        "--no-space-check",
+        action="store_true",
+        help="do not refuse, before transferring, snapshots the cache's free space cannot take "
+        "(for filesystems whose free space means nothing)",
+    )
+    parser.add_argument(
         "--workers", type=int, default=DEFAULT_WORKERS, help=f"repos fetched at once (default {DEFAULT_WORKERS})"
     )
     return parser
@@ -74,12 +80,15 @@ def _prefetch_parser() -> argparse.ArgumentParser:
 
 def _prefetch_repos(args: Sequence[str]) -> int:
     # Imported per command, so `--help` and the pytest path stay quick.
+    from huggingface_hub import constants as hf_constants
+
     from . import manifest
-    from .engine import materialize_request
+    from .engine import materialize_request, plan_request
     from .errors import InvalidRequestError
     from .prefetch import prefetch, report_lines, stream_display
     from .request import SnapshotRequest
     from .snapshot import Snapshot
+    from .space import Need
     from .specs import parse_spec
 
     parser = _prefetch_parser()
@@ -99,10 +108,15 @@ def _prefetch_repos(args: Sequence[str]) -> int:
             cache_dir=options.cache_dir,
             verify=options.verify,
             offline=True if options.offline else None,
+            space_check=not options.no_space_check,
         )
 
+    def plan(request: SnapshotRequest) -> Need:
+        return plan_request(request, cache_dir=options.cache_dir)
+
+    checked = not (options.offline or options.no_space_check or hf_constants.HF_HUB_OFFLINE)
     display = stream_display(sys.stdout)
-    result = prefetch(requests, fetch, display, workers=options.workers)
+    result = prefetch(requests, fetch, display, workers=options.workers, plan=plan if checked else None)
     on_auth_error: AuthAction = options.on_auth_error
     for line in report_lines(result, on_auth_error=on_auth_error):
         display.line(line)

@@ -33,11 +33,12 @@ from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
-from . import refusals, retry
+from . import refusals, retry, space
 from .cache import XET_HASH_RE, RepoCache, atomic_write_json, read_json
 from .credentials import token_set
 from .errors import (
     AuthError,
+    DiskError,
     EntryNotFoundError,
     HfSnapshotError,
     InvalidRequestError,
@@ -87,6 +88,7 @@ def materialize(
     strict: bool = False,
     session: str | None = None,
     token: str | bool | None = None,
+    space_check: bool = True,
 ) -> Snapshot:
     """Return a verified :class:`Snapshot` of ``repo_id`` at ``revision``, downloading at most once per cache.
 
@@ -106,10 +108,13 @@ def materialize(
         session: an id shared by the processes of one test session; a branch or tag is then
             resolved once per session per cache.
         token: passed to huggingface_hub (default: its own lookup).
+        space_check: before transferring, refuse a snapshot that does not fit in the cache's free
+            space (see :mod:`pytest_hfsnapshot.space`); False for filesystems whose free space
+            means nothing.
 
     Raises:
         AuthError, RevisionNotFoundError, EntryNotFoundError, TransientError, OfflineMissingError,
-        UnverifiedRevisionError, VerificationError, UnsafeCacheError, LockTimeoutError,
+        UnverifiedRevisionError, VerificationError, UnsafeCacheError, LockTimeoutError, DiskError,
         InvalidRequestError: see :mod:`pytest_hfsnapshot.errors`.
     """
     request = SnapshotRequest.build(
@@ -130,6 +135,7 @@ def materialize(
         strict=strict,
         session=session,
         token=token,
+        space_check=space_check,
     )
 
 
@@ -144,6 +150,7 @@ def materialize_request(
     strict: bool = False,
     session: str | None = None,
     token: str | bool | None = None,
+    space_check: bool = True,
 ) -> Snapshot:
     """:func:`materialize` for an already validated :class:`~pytest_hfsnapshot.request.SnapshotRequest`."""
     repo_id = request.repo_id
@@ -167,11 +174,40 @@ def materialize_request(
         strict=strict,
         session=session,
         token=token,
+        space_check=space_check,
     )
     snapshot = engine.run()
     for pattern in request.unmatched_allow_patterns(snapshot.files):
         log.warning("hfsnapshot: %s", request.unmatched_pattern_message(pattern))
     return snapshot
+
+
+def plan_request(
+    request: SnapshotRequest,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    session: str | None = None,
+    token: str | bool | None = None,
+) -> space.Need:
+    """What :func:`materialize_request` would fetch for ``request`` now, without transferring a file.
+
+    It resolves a branch and takes the listing as that call would, and leaves both where that
+    call finds them (the session's resolution, or this process's; the client's tree cache), so
+    planning first costs no extra request. Transient failures are not retried here: the call
+    that follows retries them and says what failed.
+    """
+    engine = _Engine(
+        request,
+        cache_dir=cache_dir if cache_dir is not None else constants.HF_HUB_CACHE,
+        verify="size",
+        retries=0,
+        lock_timeout=900.0,
+        offline=False,
+        strict=False,
+        session=session,
+        token=token,
+    )
+    return engine.plan()
 
 
 class _Engine:
@@ -187,6 +223,7 @@ class _Engine:
         strict: bool,
         session: str | None,
         token: str | bool | None,
+        space_check: bool = True,
     ) -> None:
         self.request = request
         self.repo = RepoCache(cache_dir, request.repo_id, request.repo_type)
@@ -197,6 +234,7 @@ class _Engine:
         self.strict = strict
         self.session = session
         self.token = token
+        self.space_check = space_check
         self.started = time.monotonic()
         self.lock_wait = 0.0
         self.backoff = retry.Backoff(retries=retries, deadline=self.started + RETRY_DEADLINE)
@@ -218,13 +256,32 @@ class _Engine:
                 if isinstance(lock.early, Snapshot):
                     return dataclasses.replace(lock.early, lock_wait=lock.wait, seconds=time.monotonic() - self.started)
                 return self._locked()
-        except PermissionError as error:
-            raise HfSnapshotError(
-                f"Cannot write to the cache for {self.request.label}: {error.strerror} ({error.filename}). "
-                "Make the cache folder writable, or point --hf-cache-dir / HF_HUB_CACHE at a writable one.",
-                repo_id=self.request.repo_id,
-                revision=self.request.revision,
-            ) from error
+        except HfSnapshotError:
+            raise
+        except OSError as error:
+            # Our own writes (locks, refs, records): the same words as a refused download.
+            number = retry.filesystem_errno(error)
+            if number is None:
+                raise
+            raise self._disk(error, number) from error
+
+    def plan(self) -> space.Need:
+        """See :func:`plan_request`."""
+        nothing = space.Need(self.request.label, self.repo.cache_dir, ())
+        commit = self._known_commit()
+        if commit is not None and self._from_record(commit) is not None:
+            return nothing
+        if commit is None:
+            commit, unverified = self._resolve()
+            if unverified:
+                return nothing  # the cache is all the call can use
+        listing = self._listing(commit, network=True)
+        assert listing is not None
+        files = self._select(listing, commit)
+        snapshot_dir = str(self.repo.snapshot_dir(commit))
+        if self._dirs_safe(commit, files):
+            files = [f for f in files if check_file(self.repo, snapshot_dir, f) is not None]
+        return space.need(self.repo, self.request.label, files)
 
     def _finished_elsewhere(self) -> Snapshot | None:
         """While waiting for the lock: the snapshot the holder just recorded, if that is what it did.
@@ -446,6 +503,8 @@ class _Engine:
                 repo_id=repo_id,
                 revision=rev,
             )
+        if kind.kind == "disk" and kind.errno is not None:
+            return self._disk(error, kind.errno)
         if kind.kind == "entry_not_found":
             return EntryNotFoundError(
                 f"A file of {label} is not on the Hub ({_failed_file(error) or 'unknown file'}).",
@@ -457,6 +516,32 @@ class _Engine:
             repo_id=repo_id,
             revision=rev,
         )
+
+    def _disk(self, error: BaseException, number: int, still: list[ExpectedFile] | None = None) -> DiskError:
+        """A filesystem refusal as the user reads it; ``still``: the files the download had left to fetch."""
+        filename, folder = space.written_file(error)
+        if filename is None and still:
+            filename = ", ".join(sorted(f.path for f in still)[:3])
+        return space.filesystem_error(
+            number,
+            label=self.request.label,
+            cache_dir=self.repo.cache_dir,
+            filename=filename,
+            folder=folder or (self.repo.blobs if still else None),
+            needed=sum(f.size for f in still) if still else None,
+            repo_id=self.request.repo_id,
+            revision=self.request.revision,
+        )
+
+    def _check_space(self, needed: list[ExpectedFile]) -> None:
+        """Refuse, before the first byte, a download the cache's filesystem cannot take."""
+        want = [space.need(self.repo, self.request.label, needed)]
+        short = space.shortfall(want)
+        if short is not None and self.repo.incomplete_blobs():
+            self._remove_orphans()  # debris of killed downloads holds space the check counts as taken
+            short = space.shortfall(want)
+        if short is not None:
+            raise space.not_enough_space(want, short, repo_id=self.request.repo_id, revision=self.request.revision)
 
     def _exhausted(
         self, error: BaseException, kind: retry.Classification, attempts: int, what: str, filename: str | None
@@ -627,6 +712,8 @@ class _Engine:
         needed = [f for f in files if f.path in problems]
         fetched = False
         if needed:
+            if self.space_check:
+                self._check_space(needed)
             self._download(commit, needed, blobs_before)
             fetched = True
         self._remove_orphans()
@@ -685,6 +772,9 @@ class _Engine:
                     + ", ".join(sorted(f.path for f in still)[:5])
                 )
             kind = retry.classify(failure)
+            if kind.kind == "disk" and kind.errno is not None:
+                self._remove_orphans()
+                raise self._disk(failure, kind.errno, still) from failure
             if kind.kind != "transient":
                 raise self._typed(failure, kind) from failure
             filename = _failed_file(failure) or sorted(f.path for f in still)[0]

@@ -97,6 +97,39 @@ class UnsafeCacheError(HfSnapshotError):
     """Something in the cache or the Hub listing would make us reach outside the repo's cache folder."""
 
 
+class DiskError(HfSnapshotError):
+    """The cache's filesystem refused a write, or a snapshot will not fit in its free space.
+
+    ``errno`` is the refusal's error number (``ENOSPC`` also for a snapshot refused before any
+    transfer because it does not fit), ``filename`` the file being written (a repo path, or a
+    path in the cache), ``folder`` where it was written, ``needed`` and ``free`` the bytes a
+    space error was about (None when not known). ``cause`` says the same without naming the
+    repo, so that one full disk reads as one line for every snapshot it stopped. Not transient:
+    never retried.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        errno: int,
+        cause: str,
+        filename: str | None = None,
+        folder: str | None = None,
+        needed: int | None = None,
+        free: int | None = None,
+        repo_id: str | None = None,
+        revision: str | None = None,
+    ) -> None:
+        super().__init__(message, repo_id=repo_id, revision=revision)
+        self.errno = errno
+        self.cause = cause
+        self.filename = filename
+        self.folder = folder
+        self.needed = needed
+        self.free = free
+
+
 class LockTimeoutError(HfSnapshotError, TimeoutError):
     """The repo lock was not released in time; ``holder`` describes who holds it."""
 
@@ -114,6 +147,7 @@ class LockTimeoutError(HfSnapshotError, TimeoutError):
 
 __all__ = [
     "AuthError",
+    "DiskError",
     "EntryNotFoundError",
     "HfSnapshotError",
     "InvalidRequestError",

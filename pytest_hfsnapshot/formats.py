@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .request import SnapshotRequest
+
+#: One failed snapshot as the reports list it: its label, the error's type name, its message, and
+#: its ``cause`` (the repo-independent words some errors carry, e.g. one full disk), or None.
+Failure = tuple[str, str, str, str | None]
 
 
 def human_size(size: int) -> str:
@@ -32,4 +38,24 @@ def request_label(request: SnapshotRequest) -> str:
     return request.label + (f" [{'; '.join(narrowed)}]" if narrowed else "")
 
 
-__all__ = ["count", "human_size", "request_label"]
+def failure_groups(failures: Iterable[Failure]) -> list[tuple[str, str]]:
+    """``(labels, "Type: text")`` per cause: one line for every snapshot one cause stopped (a full disk).
+
+    A failure without a cause keeps a line of its own with its message's first line; failures of
+    one cause share a line naming them all, with their message when it is the same for all (a
+    prefetch refused as a whole), else the cause.
+    """
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for label, kind, message, cause in failures:
+        first = (message.strip().splitlines() or [""])[0]
+        groups.setdefault((kind, cause or f"{label}\0{first}"), []).append((label, first))
+    lines = []
+    for (kind, cause), members in groups.items():
+        labels = [label for label, _ in members]
+        text = members[0][1] if len({m for _, m in members}) == 1 else cause
+        shown = ", ".join(labels[:5]) + (f" and {len(labels) - 5} more" if len(labels) > 5 else "")
+        lines.append((shown, f"{kind}: {text}"))
+    return lines
+
+
+__all__ = ["Failure", "count", "failure_groups", "human_size", "request_label"]

@@ -32,6 +32,8 @@ class Options:
     cache_dir: Path | None
     prefetch_only: bool
     manifest: Path | None
+    #: Refuse, before transferring, a snapshot the cache's free space cannot take (``--hf-no-space-check``: off).
+    space_check: bool = True
 
     def effective_cache_dir(self) -> Path:
         """The cache folder snapshots go to right now."""
@@ -110,6 +112,14 @@ def add_options(parser: pytest.Parser) -> None:
         "",
         metavar="PATH",
     )
+    add(
+        "--hf-no-space-check",
+        "do not refuse, before transferring, snapshots the cache's free space cannot take "
+        "(for filesystems whose free space means nothing, such as some network mounts)",
+        "bool",
+        False,
+        action="store_true",
+    )
     parser.addini(
         "hf_prefetch",
         "snapshots --hf-prefetch-only fetches besides the selected tests' declarations (those "
@@ -175,6 +185,7 @@ def read_options(config: pytest.Config) -> Options:
         cache_dir=path("hf_cache_dir"),
         prefetch_only=flag("hf_prefetch_only"),
         manifest=path("hf_manifest"),
+        space_check=not flag("hf_no_space_check"),
     )
 
 

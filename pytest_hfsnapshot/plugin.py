@@ -152,6 +152,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         state.auth_counts,
         verbose=config.get_verbosity() > 0,
         factory_tests=state.factory_tests if not config.getini("hf_prefetch") else 0,
+        failed=list(state.failed.values()),
     )
 
 

@@ -25,6 +25,17 @@ once in threads, the requests of one repo one after another (they would only wai
 Progress: on a terminal one status line is redrawn in place (the snapshots in flight, elapsed
 time) and a line is printed as each snapshot is done; elsewhere (CI logs) only those lines.
 
+Space: given a ``plan`` (what each request would fetch, see
+:func:`pytest_hfsnapshot.engine.plan_request`), the whole set is checked against the cache's free
+space before any transfer (:mod:`pytest_hfsnapshot.space`), blobs the snapshots share counted once.
+When it does not fit, **nothing is transferred**: every snapshot that needs a transfer fails with
+the same :class:`~pytest_hfsnapshot.errors.DiskError` (the bytes needed, the bytes free, the
+biggest snapshots), and only those already complete in the cache are made ready. Transfers that
+cannot all finish would spend CI minutes on a run that fails anyway, and a subset chosen to fit
+would fail the tests that need the rest just the same. Planning takes the revision and listing
+each request needs anyway, and leaves them where the fetch finds them; a request whose plan
+fails (the Hub refusing, failing, ...) is left to its fetch, which says why.
+
 Exit status: ready when every snapshot is; after a table of what failed and why, not ready when
 any is not. Repos the Hub refuses whose tests skip by design (gated, a token without access, a
 repo declared ``private=True``) are listed apart: with the default ``on_auth_error="skip"`` (or
@@ -47,10 +58,11 @@ from typing import TextIO
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.utils.tqdm import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
+from . import space
 from .choices import AuthAction
 from .credentials import token_set
-from .errors import AuthError
-from .formats import count, human_size, request_label
+from .errors import AuthError, DiskError
+from .formats import Failure, count, failure_groups, human_size, request_label
 from .refusals import auth_message, skips
 from .request import SnapshotRequest
 from .snapshot import Snapshot
@@ -161,11 +173,14 @@ def prefetch(
     display: Display,
     *,
     workers: int = DEFAULT_WORKERS,
+    plan: Callable[[SnapshotRequest], space.Need] | None = None,
 ) -> PrefetchResult:
     """Run ``fetch`` for every distinct request, up to ``workers`` repos at once, reporting on ``display``.
 
     ``fetch`` must be safe to call from several threads for different repos (``materialize`` and
     the plugin's ``fetch_snapshot`` are). An exception it raises becomes that request's result.
+    With ``plan``, the set is first checked against the cache's free space (see the module
+    docstring); None skips the check.
     """
     unique = list(dict.fromkeys(requests))
     total = len(unique)
@@ -182,9 +197,13 @@ def prefetch(
     finished: queue.SimpleQueue[RequestResult] = queue.SimpleQueue()
     active: dict[SnapshotRequest, None] = {}
     active_lock = threading.Lock()
+    refused = _space_refusals(unique, plan, parallel, display) if plan is not None else {}
 
     def work(group: list[SnapshotRequest]) -> None:
         for request in group:
+            if request in refused:
+                finished.put(RequestResult(request, None, refused[request], 0.0))
+                continue
             with active_lock:
                 active[request] = None
             began = time.monotonic()
@@ -223,6 +242,35 @@ def prefetch(
     return PrefetchResult(tuple(done[request] for request in unique), time.monotonic() - started)
 
 
+def _space_refusals(
+    requests: list[SnapshotRequest],
+    plan: Callable[[SnapshotRequest], space.Need],
+    parallel: int,
+    display: Display,
+) -> dict[SnapshotRequest, DiskError]:
+    """The requests refused because the whole set does not fit, each with the one error saying so."""
+
+    def safely(request: SnapshotRequest) -> space.Need | None:
+        try:
+            return plan(request)
+        except Exception:
+            return None  # its fetch meets the same failure and says what it is
+
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="hfsnapshot-plan") as pool:
+        planned = dict(zip(requests, pool.map(safely, requests), strict=True))
+    fetching = {request: need for request, need in planned.items() if need is not None and need.blobs}
+    needs = list(fetching.values())
+    short = space.shortfall(needs)
+    if short is None:
+        return {}
+    error = space.not_enough_space(needs, short)
+    display.line(
+        f"hfsnapshot: {count(len(needs), 'snapshot')} to fetch need {human_size(short.needed)} in "
+        f"{short.cache_dir}, which has {human_size(short.free)} free: nothing is transferred"
+    )
+    return dict.fromkeys(fetching, error)
+
+
 def _raise_if_lost(futures: list[Future[None]], finished: queue.SimpleQueue[RequestResult]) -> None:
     # A worker can only end without reporting through a BaseException; surface it, never hang.
     if finished.empty() and all(future.done() for future in futures):
@@ -259,6 +307,13 @@ def progress_line(position: int, total: int, result: RequestResult) -> str:
     return f"{head} FAILED ({type(result.error).__name__})"
 
 
+def failure_of(result: RequestResult) -> Failure:
+    """A failed request as :func:`~pytest_hfsnapshot.formats.failure_groups` takes it."""
+    error = result.error
+    cause = getattr(error, "cause", None)
+    return (request_label(result.request), type(error).__name__, str(error), cause if isinstance(cause, str) else None)
+
+
 _WILL: dict[AuthAction, str] = {"skip": "will be skipped", "xfail": "will be xfailed", "fail": "will fail"}
 
 
@@ -269,9 +324,9 @@ def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = "skip") 
     width = max((len(request_label(r.request)) for r in result.results), default=0)
     if result.failed:
         lines.append(f"hfsnapshot: {len(result.failed)} of {count(total, 'snapshot')} could not be made ready:")
-        for failed in result.failed:
-            message = str(failed.error).strip().splitlines() or [""]
-            lines.append(f"  {request_label(failed.request).ljust(width)}  {type(failed.error).__name__}: {message[0]}")
+        # One line per cause: a full disk reads once, however many snapshots it stopped.
+        for labels, text in failure_groups(failure_of(failed) for failed in result.failed):
+            lines.append(f"  {labels.ljust(width)}  {text}")
     if result.refused:
         has_token = token_set()
         lines.append(
@@ -307,6 +362,7 @@ __all__ = [
     "Outcome",
     "PrefetchResult",
     "RequestResult",
+    "failure_of",
     "fit",
     "parse_spec",
     "prefetch",

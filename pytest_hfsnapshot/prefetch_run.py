@@ -14,7 +14,8 @@ switched off for the run (a note says so).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +25,9 @@ from .prefetch import Display, PrefetchResult, fit, prefetch, report_lines
 from .request import SnapshotRequest
 from .session import HfSnapshotSession
 from .specs import parse_spec
+
+if TYPE_CHECKING:
+    from .space import Need
 
 _RESULT_KEY = pytest.StashKey[PrefetchResult]()
 _DIST_OFF_KEY = pytest.StashKey[bool]()
@@ -61,11 +65,24 @@ def run(session: pytest.Session, state: HfSnapshotSession) -> bool | None:
         )
         config.stash[_RESULT_KEY] = PrefetchResult((), 0.0)
         return True
-    result = prefetch(requests, state.fetch, display)
+    result = prefetch(requests, state.fetch, display, plan=planner(state))
     for text in report_lines(result, on_auth_error=state.options.on_auth_error):
         display.line(text)
     config.stash[_RESULT_KEY] = result
     return True
+
+
+def planner(state: HfSnapshotSession) -> Callable[[SnapshotRequest], Need] | None:
+    """What the session would fetch for a request, for the prefetch's space check; None when it is off."""
+    options = state.options
+    if not options.space_check or options.effective_offline():
+        return None
+    from .engine import plan_request  # a prefetch run needs the engine anyway
+
+    def plan(request: SnapshotRequest) -> Need:
+        return plan_request(request, cache_dir=options.cache_dir, session=state.session_id)
+
+    return plan
 
 
 def finish(session: pytest.Session, state: HfSnapshotSession) -> None:

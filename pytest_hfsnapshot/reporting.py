@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -10,7 +10,7 @@ from huggingface_hub import constants as hf_constants
 
 from . import manifest
 from .credentials import hub_token, token_set
-from .formats import count, human_size, request_label
+from .formats import Failure, count, failure_groups, human_size, request_label
 from .options import Options
 from .snapshot_uses import SnapshotUse, primary_uses
 
@@ -33,11 +33,12 @@ def write_summary(
     *,
     verbose: bool,
     factory_tests: int = 0,
+    failed: Collection[Failure] = (),
 ) -> None:
-    """The ``hf snapshots`` section, when the session used a snapshot, met a refused access, or has
-    tests using the factory that a prefetch cannot see (``factory_tests``: their number, given only
-    when the ini option ``hf_prefetch`` is empty)."""
-    if not uses and not auth_counts and not factory_tests:
+    """The ``hf snapshots`` section, when the session used a snapshot, met a refused access or a
+    failure, or has tests using the factory that a prefetch cannot see (``factory_tests``: their
+    number, given only when the ini option ``hf_prefetch`` is empty)."""
+    if not uses and not auth_counts and not failed and not factory_tests:
         return
     terminalreporter.write_sep("=", "hf snapshots")
     for line in summary_lines(uses, verbose=verbose):
@@ -50,6 +51,11 @@ def write_summary(
             if auth_counts.get(word)
         )
         terminalreporter.write_line(f"Hub access refused: {count(total, 'test')} ({parts})")
+    if failed:
+        # One line per cause: a full disk reads once, however many snapshots it stopped.
+        terminalreporter.write_line(f"Not ready: {count(len(failed), 'snapshot')}")
+        for labels, text in failure_groups(sorted(failed, key=lambda failure: failure[:3])):
+            terminalreporter.write_line(f"  {labels}  {text}")
     if factory_tests:
         terminalreporter.write_line(factory_note(factory_tests))
 

@@ -7,8 +7,10 @@ so every decision walks the whole ``__cause__`` / ``__context__`` chain.
 
 from __future__ import annotations
 
+import errno
 import random
 import re
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from typing import Any, Literal
 
 from huggingface_hub import errors as hf_errors
 
-Kind = Literal["auth", "revision_not_found", "entry_not_found", "transient", "fatal"]
+Kind = Literal["auth", "revision_not_found", "entry_not_found", "transient", "disk", "fatal"]
 
 _TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 # Transport failures of httpx / httpx2 (huggingface_hub 1.x / 2.x) and the stdlib, matched by name
@@ -47,6 +49,31 @@ _TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "h11", "http.client", "urll
 # hf_xet reports a failed transfer as a plain RuntimeError whose text carries the HTTP status, e.g.
 # "CAS Client Error: Request error: HTTP status server error (503 Service Unavailable), domain: ...".
 _XET_STATUS_RE = re.compile(r"HTTP status (?:client|server) error \((\d{3})")
+# ...and a failed write as Rust's io::Error text, e.g. "IO Error: No space left on device (os error 28)"
+# (measured with hf_xet 1.8 on a full tmpfs): only the number is read, never the rest of the text.
+_XET_OS_ERROR_RE = re.compile(r"\(os error (\d+)\)")
+# Error numbers a socket reports: an OSError carrying one is the network failing, not the disk.
+_NETWORK_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in (
+        "ECONNREFUSED",
+        "ECONNRESET",
+        "ECONNABORTED",
+        "ETIMEDOUT",
+        "EPIPE",
+        "ENETUNREACH",
+        "ENETDOWN",
+        "ENETRESET",
+        "EHOSTUNREACH",
+        "EHOSTDOWN",
+        "EADDRNOTAVAIL",
+        "EADDRINUSE",
+        "ENOTCONN",
+        "ESHUTDOWN",
+        "EPROTO",
+    )
+    if hasattr(errno, name)
+)
 
 
 class ContentMismatch(OSError):
@@ -66,6 +93,8 @@ class Classification:
     decisive: BaseException | None = None
     #: huggingface_hub already retried this request with its own backoff (see client_retried).
     client_retried: bool = False
+    #: For disk: the filesystem's error number (ENOSPC, EROFS, EACCES, ...).
+    errno: int | None = None
 
 
 def chain(error: BaseException) -> Iterator[BaseException]:
@@ -149,6 +178,10 @@ def classify(error: BaseException) -> Classification:
         if status is not None and 400 <= status < 500:
             return Classification("fatal", status=status, decisive=link)
     for link in links:
+        number = filesystem_errno(link)
+        if number is not None:
+            return Classification("disk", decisive=link, errno=number)
+    for link in links:
         if is_xet_transfer(link):
             # hf_xet has retried it with its own backoff (6 tries, minutes for a 5xx) before raising.
             status = _xet_status(link)
@@ -167,6 +200,31 @@ def classify(error: BaseException) -> Classification:
         ):
             return Classification("transient", decisive=link)
     return Classification("fatal", decisive=links[-1] if links else error)
+
+
+def filesystem_errno(error: BaseException) -> int | None:
+    """The error number of a filesystem failure (ENOSPC, EDQUOT, EROFS, EACCES, EMFILE, ...), else None.
+
+    Any OSError with an errno counts, except the network's (a socket's reset, refusal or
+    timeout), and so does hf_xet's report of a failed write, a RuntimeError whose text ends in
+    ``(os error N)``. Not transient: a full or read-only disk stays so until someone acts.
+    """
+    if isinstance(error, OSError):
+        number = error.errno
+        if (
+            not isinstance(number, int)
+            or isinstance(error, ConnectionError | TimeoutError | socket.gaierror | socket.herror)
+            or _is_transport(error)
+        ):
+            return None
+    elif is_xet_transfer(error):
+        match = _XET_OS_ERROR_RE.search(str(error))
+        if match is None:
+            return None
+        number = int(match.group(1))
+    else:
+        return None
+    return None if number in _NETWORK_ERRNOS else number
 
 
 def is_xet_transfer(error: BaseException | None) -> bool:

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from .errors import HfSnapshotError, HfSnapshotWarning
+from .errors import AuthError, HfSnapshotError, HfSnapshotWarning
+from .formats import Failure, request_label
 from .options import Options
 from .request import SnapshotRequest
 from .shared_failures import SharedFailures
@@ -50,6 +51,9 @@ class HfSnapshotSession:
         self.auth_counts: dict[str, int] = {}
         #: How many collected tests use the hf_snapshots factory (the most any process collected).
         self.factory_tests = 0
+        #: Requests that could not be made ready (refusals aside), by request key; the controller
+        #: merges the workers' in, for the summary.
+        self.failed: dict[str, Failure] = {}
         self._snapshots: dict[SnapshotRequest, Snapshot] = {}
         self._verdicts: dict[SnapshotRequest, Verdict] = {}
         self._lock = threading.Lock()
@@ -81,9 +85,15 @@ class HfSnapshotSession:
                 offline=True if opts.offline else None,
                 strict=opts.strict,
                 session=self.session_id,
+                space_check=opts.space_check,
             )
         except HfSnapshotError as error:
             self._share_verdict(request, for_failure(request, error, opts, factory=factory))
+            if not isinstance(error, AuthError):
+                cause = getattr(error, "cause", None)
+                failure = (request_label(request), type(error).__name__, str(error), cause)
+                with self._lock:
+                    self.failed.setdefault(request_key(request), failure)
             raise
         use = SnapshotUse(request, snapshot, time.monotonic() - started, self.worker)
         with self._lock:
@@ -127,6 +137,7 @@ class HfSnapshotSession:
             "uses": [use.to_dict() for use in self.uses],
             "failure_folders": sorted(self.failures.folders),
             "factory_tests": self.factory_tests,
+            "failed": [[key, *failure] for key, failure in sorted(self.failed.items())],
         }
 
     def _share_verdict(self, request: SnapshotRequest, verdict: Verdict) -> None:
@@ -165,6 +176,8 @@ class XdistHooks:
         factory_tests = data.get("factory_tests", 0)
         if isinstance(factory_tests, int):
             self.state.factory_tests = max(self.state.factory_tests, factory_tests)
+        for key, label, kind, message, cause in data.get("failed", ()):
+            self.state.failed.setdefault(key, (label, kind, message, cause))
 
 
 _STATE_KEY = pytest.StashKey[HfSnapshotSession]()

@@ -20,6 +20,7 @@ OPTIONS = [
     "--hf-cache-dir",
     "--hf-prefetch-only",
     "--hf-manifest",
+    "--hf-no-space-check",
 ]
 
 # A conftest hook rather than a test: a --hf-prefetch-only run runs no test.
@@ -46,7 +47,7 @@ def test_defaults(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
-            "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None)*"
+            "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, space_check=True)*"
         ]
     )
 
@@ -64,13 +65,15 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         "--hf-cache-dir=rel/cache",
         "--hf-prefetch-only",
         "--hf-manifest=out/manifest.json",
+        "--hf-no-space-check",
     )
     cache = pytester.path / "rel" / "cache"
     manifest = pytester.path / "out" / "manifest.json"
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
-            f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r})*"
+            f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
+            "space_check=False)*"
         ]
     )
 
@@ -89,6 +92,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         hf_cache_dir = ini-cache
         hf_prefetch_only = true
         hf_manifest = m.json
+        hf_no_space_check = true
         """
     )
     pytester.makeconftest(SHOW_OPTIONS)
@@ -99,7 +103,8 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
-            f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r})*"
+            f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
+            "space_check=False)*"
         ]
     )
 

@@ -1,0 +1,313 @@
+"""Whether snapshots fit in the cache's filesystem, and how a filesystem failure is said. No pytest here.
+
+Before the first byte of a transfer, the bytes it will write are compared with the free space of
+the cache's filesystem:
+
+- **needed**: the blobs still to fetch, each counted once (a blob two snapshots of one repo share
+  is one file; so is a shared-store file, ``<cache>/blobs/<xx>/<xet hash>``, which serves every
+  repo of the cache), each rounded up to the filesystem's block. A blob already on disk with
+  the listing's size, in the repo's ``blobs/`` or in the shared store, costs nothing: the client
+  links it instead of downloading.
+- **free**: ``statvfs``'s ``f_bavail * f_frsize`` of the cache folder (what a process without
+  root's reserve may still write; ``shutil.disk_usage(...).free``).
+- **margin**: :data:`MARGIN_FLOOR` (1 MiB) or 1% of the bytes to fetch (:data:`MARGIN_PERCENT`),
+  whichever is larger. The floor covers what the count leaves out (the listing, refs, locks, our
+  record); the share covers filesystem overhead on large files and a little growth by other
+  writers. It is kept small on purpose: a check that refuses snapshots that would have fitted
+  is worse than none, and a transfer that fails anyway still says why (see
+  :func:`filesystem_error`).
+
+A filesystem whose free space means nothing (some network mounts report 0 or a quota elsewhere)
+needs the check off: ``space_check=False``, ``--hf-no-space-check``, or ``prefetch
+--no-space-check``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno as errnos
+import os
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from . import retry
+from .cache import RepoCache
+from .errors import DiskError
+from .formats import count, human_size
+from .verify import ExpectedFile
+
+#: The smallest margin kept free beyond the bytes to fetch.
+MARGIN_FLOOR = 1024 * 1024
+#: The margin as a share of the bytes to fetch, in percent, when that is larger than the floor.
+MARGIN_PERCENT = 1
+#: Error numbers that mean "no room": their message gives the bytes needed and free.
+SPACE_ERRNOS = frozenset(getattr(errnos, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errnos, name))
+
+_MOVE = "point --hf-cache-dir / HF_HUB_CACHE at"
+_SPACE_ADVICE = (
+    "Free space there: see what the cache holds with `hf cache ls`, remove repos you no longer need "
+    f"with `hf cache rm model/<org>/<name>` or old revisions with `hf cache prune`; or {_MOVE} a larger disk."
+)
+_ADVICE = {
+    "EROFS": f"Make the cache writable, or {_MOVE} a writable folder.",
+    "EACCES": f"Make the cache writable for this user, or {_MOVE} a writable folder.",
+    "EPERM": f"Make the cache writable for this user, or {_MOVE} a writable folder.",
+    "EMFILE": "Too many files are open: raise the limit (`ulimit -n`) or run fewer processes at once.",
+    "ENFILE": "Too many files are open on this system: close some, or run fewer processes at once.",
+    "ENAMETOOLONG": f"The path is too long for the filesystem: {_MOVE} a folder with a shorter path.",
+    "EFBIG": f"The filesystem cannot hold a file this large: {_MOVE} another filesystem.",
+}
+_DEFAULT_ADVICE = f"Check the cache's filesystem, or {_MOVE} another folder."
+
+
+@dataclasses.dataclass(frozen=True)
+class Blob:
+    """One file a transfer will write. ``key`` names the bytes on disk, so that a blob shared counts once."""
+
+    key: str
+    #: The repo path it is fetched for (for messages).
+    path: str
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """What one snapshot still has to fetch into ``cache_dir``."""
+
+    label: str
+    cache_dir: Path
+    blobs: tuple[Blob, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(blob.size for blob in self.blobs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Shortfall:
+    """Snapshots that do not fit: the bytes to fetch, with the margin, and the bytes free."""
+
+    cache_dir: Path
+    to_fetch: int
+    files: int
+    needed: int
+    free: int
+
+    @property
+    def margin(self) -> int:
+        return self.needed - self.to_fetch
+
+
+def need(repo: RepoCache, label: str, files: Iterable[ExpectedFile]) -> Need:
+    """The blobs ``files`` (those not usable as cached) will make the client write, each once."""
+    store = _store_in_use()
+    blobs: dict[str, Blob] = {}
+    for f in files:
+        if _on_disk(repo, f, store=store):
+            continue
+        key = f"store/{f.xet}" if store and f.xet else f"{repo.folder_name}/{f.blob_name}"
+        blobs.setdefault(key, Blob(key, f.path, f.size))
+    return Need(label, repo.cache_dir, tuple(blobs.values()))
+
+
+def shortfall(needs: Sequence[Need]) -> Shortfall | None:
+    """None when every blob of ``needs`` (one cache) fits with the margin, or free space is unknown."""
+    if not needs:
+        return None
+    cache_dir = needs[0].cache_dir
+    blobs = {blob.key: blob for n in needs for blob in n.blobs}
+    if not blobs:
+        return None
+    free, block = _free_and_block(cache_dir)
+    if free is None:
+        return None
+    to_fetch = sum(blob.size for blob in blobs.values())
+    rounded = sum(-(-blob.size // block) * block for blob in blobs.values())
+    needed = rounded + max(MARGIN_FLOOR, to_fetch * MARGIN_PERCENT // 100)
+    if needed <= free:
+        return None
+    return Shortfall(cache_dir, to_fetch, len(blobs), needed, free)
+
+
+def free_bytes(folder: str | os.PathLike[str]) -> int | None:
+    """Bytes still writable on the filesystem of ``folder`` (or its nearest existing parent)."""
+    return _free_and_block(Path(folder))[0]
+
+
+def not_enough_space(
+    needs: Sequence[Need], short: Shortfall, *, repo_id: str | None = None, revision: str | None = None
+) -> DiskError:
+    """The error for snapshots refused before any transfer because they do not fit."""
+    files = sorted((blob for n in needs for blob in n.blobs), key=lambda b: (-b.size, b.path))
+    biggest = ", ".join(f"{b.path} {human_size(b.size)}" for b in files[:3])
+    if len(needs) == 1:
+        what = needs[0].label
+        detail = f"{count(short.files, 'file')} to fetch: {biggest}{', ...' if len(files) > 3 else ''}"
+    else:
+        what = f"the {len(needs)} snapshots to fetch"
+        ranked = sorted(needs, key=lambda n: (-n.size, n.label))
+        detail = f"{count(short.files, 'file')}; the biggest: " + ", ".join(
+            f"{n.label} {human_size(n.size)}" for n in ranked[:3]
+        )
+    text = os.strerror(errnos.ENOSPC)
+    message = (
+        f"{text} (ENOSPC) for {what}: {human_size(short.needed)} needed in {short.cache_dir} "
+        f"({human_size(short.to_fetch)} in {detail}; plus a {human_size(short.margin)} margin) and that "
+        f"filesystem has {human_size(short.free)} free. Nothing was transferred. {_SPACE_ADVICE} "
+        "To skip this check (a filesystem whose free space means nothing), use --hf-no-space-check."
+    )
+    return DiskError(
+        message,
+        errno=errnos.ENOSPC,
+        cause=_cause(errnos.ENOSPC, short.cache_dir),
+        filename=files[0].path if files else None,
+        folder=str(short.cache_dir),
+        needed=short.needed,
+        free=short.free,
+        repo_id=repo_id,
+        revision=revision,
+    )
+
+
+def filesystem_error(
+    number: int,
+    *,
+    label: str,
+    cache_dir: Path,
+    filename: str | None,
+    folder: str | os.PathLike[str] | None,
+    needed: int | None = None,
+    repo_id: str | None = None,
+    revision: str | None = None,
+) -> DiskError:
+    """The error for a write the filesystem refused (``number``: ENOSPC, EROFS, EACCES, ...)."""
+    folder = str(folder) if folder is not None else str(cache_dir)
+    where = f" while writing {filename}" if filename else ""
+    message = f"{_said(number)}{where} for {label} in {folder}"
+    free: int | None = None
+    if number in SPACE_ERRNOS:
+        free = free_bytes(cache_dir)
+        sizes = [f"that filesystem has {human_size(free)} free" if free is not None else ""]
+        if needed:
+            sizes.insert(0, f"it still needs {human_size(needed)}")
+        said = " and ".join(s for s in sizes if s)
+        message += f": {said}. {_SPACE_ADVICE}" if said else f". {_SPACE_ADVICE}"
+    else:
+        message += f". {advice(number)}"
+    return DiskError(
+        message,
+        errno=number,
+        cause=_cause(number, cache_dir),
+        filename=filename,
+        folder=folder,
+        needed=needed,
+        free=free,
+        repo_id=repo_id,
+        revision=revision,
+    )
+
+
+# huggingface_hub's functions that write one file of a download, and their argument naming it.
+_WRITERS = frozenset({"_download_to_tmp_and_move", "hf_hub_download", "_hf_hub_download_to_cache_dir"})
+
+
+def written_file(error: BaseException) -> tuple[str | None, str | None]:
+    """The file (repo path) and the folder a failed write was for.
+
+    Read from the failing call's frames in the client (its ``filename`` and ``destination_path``
+    arguments); for one of our own writes, from the OSError itself.
+    """
+    for link in retry.chain(error):
+        tb = link.__traceback__
+        found: tuple[str | None, str | None] = (None, None)
+        while tb is not None:
+            code, names = tb.tb_frame.f_code, tb.tb_frame.f_locals
+            if code.co_name in _WRITERS and "huggingface_hub" in code.co_filename:
+                filename = names.get("filename")
+                destination = names.get("destination_path")
+                if isinstance(filename, str):
+                    folder = os.path.dirname(os.fspath(destination)) if isinstance(destination, Path) else found[1]
+                    found = (filename, folder)
+            tb = tb.tb_next
+        if found[0] is not None:
+            return found
+    for link in retry.chain(error):
+        if isinstance(link, OSError) and isinstance(link.filename, str) and link.filename:
+            return os.path.basename(link.filename), os.path.dirname(link.filename)
+    return None, None
+
+
+def advice(number: int) -> str:
+    """What to do about a filesystem refusal with this error number."""
+    if number in SPACE_ERRNOS:
+        return _SPACE_ADVICE
+    return _ADVICE.get(errnos.errorcode.get(number, ""), _DEFAULT_ADVICE)
+
+
+def _said(number: int) -> str:
+    """``No space left on device (ENOSPC)``: the system's own text and the error's name."""
+    name = errnos.errorcode.get(number)
+    return f"{os.strerror(number)} ({name or f'errno {number}'})"
+
+
+def _cause(number: int, cache_dir: Path) -> str:
+    # No sizes: they differ from one snapshot to the next, and the cause is what they share.
+    return f"{_said(number)} in the cache {cache_dir}. {advice(number)}"
+
+
+def _free_and_block(folder: Path) -> tuple[int | None, int]:
+    probe = folder
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        if hasattr(os, "statvfs"):
+            st = os.statvfs(probe)
+            return st.f_bavail * st.f_frsize, max(st.f_frsize, 1)
+        return shutil.disk_usage(probe).free, 4096
+    except OSError:
+        return None, 4096
+
+
+def _on_disk(repo: RepoCache, f: ExpectedFile, *, store: bool) -> bool:
+    try:
+        if os.stat(repo.blob(f.blob_name)).st_size == f.size:
+            return True  # the client only links it
+    except OSError:
+        pass
+    return store and bool(f.xet) and _in_store(repo.cache_dir, f)
+
+
+def _store_in_use() -> bool:
+    """Whether the client keeps Xet downloads in the shared blob store (huggingface_hub >= 1.33)."""
+    try:
+        from huggingface_hub.utils._shared_blobs import shared_blobs_enabled
+    except ImportError:
+        return False
+    return bool(shared_blobs_enabled())
+
+
+def _in_store(cache_dir: Path, f: ExpectedFile) -> bool:
+    """A usable store file for ``f``, by the client's own test (it links such a file without reading it)."""
+    try:
+        from huggingface_hub.utils._shared_blobs import has_shared_blob
+    except ImportError:
+        return False
+    return bool(has_shared_blob(xet_hash=f.xet, cache_dir=cache_dir, expected_size=f.size))
+
+
+__all__ = [
+    "MARGIN_FLOOR",
+    "MARGIN_PERCENT",
+    "SPACE_ERRNOS",
+    "Blob",
+    "Need",
+    "Shortfall",
+    "advice",
+    "filesystem_error",
+    "free_bytes",
+    "need",
+    "not_enough_space",
+    "shortfall",
+    "written_file",
+]
