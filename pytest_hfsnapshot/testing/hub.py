@@ -64,7 +64,9 @@ and commit), so ``fail("*model.safetensors", 503)`` fails the file whichever way
 fetches it. Each request first looks for a ``fail`` entry (HEAD included); one that fails gets
 no other fault. Otherwise a 2xx response with a non-empty body (not HEAD, not an error answer)
 looks for a ``cut``/``corrupt`` entry. Within each kind the first entry added that matches and
-is not used up is used, and counts one use. ``slow`` paces the bodies of every origin together.
+is not used up is used, and counts one use. ``rate_limit`` is looked at before either: a request
+it refuses gets a 429 like huggingface.co's and no other fault. ``slow`` paces the bodies of every
+origin together. Each record of ``counters()`` carries the time its request arrived (``at``).
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode, urlspli
 
 from ._cas import XetStore, import_hf_xet, is_xet_hash
 from ._counters import Entry, HubCounters, RequestLog, ServedRequest
-from ._faults import Fault, FaultPlan, Pacer
+from ._faults import Fault, FaultPlan, Pacer, RateLimit
 
 __all__ = [
     "DEFAULT_TREE_PAGE_SIZE",
@@ -765,8 +767,20 @@ class LocalHub:
         """Cap each body on its own at ``bytes_per_second``, as a real link limits each stream; ``None``: off."""
         self._pacer.set_each(_rate(bytes_per_second))
 
+    def rate_limit(self, limit: int, window: float, pattern: str = "*", *, resource: str = "api") -> None:
+        """Refuse requests matching ``pattern`` beyond ``limit`` per fixed ``window`` of seconds, as the Hub does.
+
+        A window opens at the first matching request (after the last one closed); every matching
+        request counts, refused ones too. A refused request gets 429 with
+        ``RateLimit: "{resource}";r=0;t=<seconds to the reset>``,
+        ``RateLimit-Policy: "fixed window";"{resource}";q={limit};w={window}`` and
+        ``Retry-After`` (the same seconds), and no other fault. Matching as for ``fail``; several
+        limits may apply to one request. ``clear_faults`` lifts them.
+        """
+        self._faults.add_rate_limit(RateLimit(pattern, limit, window, resource))
+
     def clear_faults(self) -> None:
-        """Forget every pending fail/cut/corrupt entry and turn pacing (``slow``, ``slow_each``) off."""
+        """Forget every pending fail/cut/corrupt entry and rate limit, and turn pacing (``slow``, ``slow_each``) off."""
         self._faults.clear()
         self._pacer.set_rate(None)
         self._pacer.set_each(None)
@@ -835,10 +849,14 @@ class LocalHub:
         self, origin: _Origin, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
     ) -> tuple[_Reply, Fault | None, Entry]:
         """The reply to one request, the body fault to apply to it, and its counter entry."""
+        arrived = time.time()
         path = unquote(raw_path)
         aliases = self._aliases(origin, raw_path, query, headers)
-        fault = self._faults.take(method, (path, *aliases), with_body=False)
-        if fault is not None:
+        refusal = self._faults.rate_limited((path, *aliases))
+        fault = None if refusal is not None else self._faults.take(method, (path, *aliases), with_body=False)
+        if refusal is not None:
+            reply = _error(429, None, f"local Hub: rate limit reached for {path}", refusal)
+        elif fault is not None:
             extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             message = f"local Hub: injected {fault.status} for {path}"
             reply = _error(fault.status, fault.error_code, message, extra)
@@ -850,7 +868,7 @@ class LocalHub:
                 reply = _error(500, None, f"local Hub error: {exc!r}")
             if method != "HEAD" and reply.body and 200 <= reply.status < 300:
                 fault = self._faults.take(method, (path, *aliases), with_body=True)
-        entry = self._log.record(origin, method, path, reply.status, aliases)
+        entry = self._log.record(origin, method, path, reply.status, aliases, at=arrived)
         return reply, fault, entry
 
     def _route(
