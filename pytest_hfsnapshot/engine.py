@@ -33,7 +33,7 @@ from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
-from . import retry
+from . import gate, retry
 from .cache import XET_HASH_RE, RepoCache, atomic_write_json, read_json
 from .errors import (
     AuthError,
@@ -86,6 +86,7 @@ def materialize(
     strict: bool = False,
     session: str | None = None,
     token: str | bool | None = None,
+    max_rate_wait: float = gate.DEFAULT_MAX_WAIT,
 ) -> Snapshot:
     """Return a verified :class:`Snapshot` of ``repo_id`` at ``revision``, downloading at most once per cache.
 
@@ -105,9 +106,11 @@ def materialize(
         session: an id shared by the processes of one test session; a branch or tag is then
             resolved once per session per cache.
         token: passed to huggingface_hub (default: its own lookup).
+        max_rate_wait: the longest wait, in seconds, for a rate-limit window of the Hub to reset;
+            every request of the call goes through the rate-limit gate (:mod:`pytest_hfsnapshot.gate`).
 
     Raises:
-        AuthError, RevisionNotFoundError, EntryNotFoundError, TransientError, OfflineMissingError,
+        AuthError, RevisionNotFoundError, EntryNotFoundError, TransientError (RateLimitError), OfflineMissingError,
         UnverifiedRevisionError, VerificationError, UnsafeCacheError, LockTimeoutError,
         InvalidRequestError: see :mod:`pytest_hfsnapshot.errors`.
     """
@@ -129,6 +132,7 @@ def materialize(
         strict=strict,
         session=session,
         token=token,
+        max_rate_wait=max_rate_wait,
     )
 
 
@@ -143,6 +147,7 @@ def materialize_request(
     strict: bool = False,
     session: str | None = None,
     token: str | bool | None = None,
+    max_rate_wait: float = gate.DEFAULT_MAX_WAIT,
 ) -> Snapshot:
     """:func:`materialize` for an already validated :class:`~pytest_hfsnapshot.request.SnapshotRequest`."""
     repo_id = request.repo_id
@@ -153,6 +158,10 @@ def materialize_request(
     if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float) or not lock_timeout > 0:
         raise InvalidRequestError(
             f"lock_timeout={lock_timeout!r} is not valid: give a number of seconds > 0.", repo_id=repo_id
+        )
+    if isinstance(max_rate_wait, bool) or not isinstance(max_rate_wait, int | float) or not max_rate_wait >= 0:
+        raise InvalidRequestError(
+            f"max_rate_wait={max_rate_wait!r} is not valid: give a number of seconds >= 0.", repo_id=repo_id
         )
     if session is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", session):
         raise InvalidRequestError(f"session={session!r} is not valid: use letters, digits, '_', '.', '-'.")
@@ -166,6 +175,7 @@ def materialize_request(
         strict=strict,
         session=session,
         token=token,
+        max_rate_wait=max_rate_wait,
     )
     return engine.run()
 
@@ -183,8 +193,10 @@ class _Engine:
         strict: bool,
         session: str | None,
         token: str | bool | None,
+        max_rate_wait: float = gate.DEFAULT_MAX_WAIT,
     ) -> None:
         self.request = request
+        self.max_rate_wait = max_rate_wait
         self.repo = RepoCache(cache_dir, request.repo_id, request.repo_type)
         self.verify = verify
         self.retries = retries
@@ -244,7 +256,9 @@ class _Engine:
             except OfflineMissingError as missing:
                 raise self._refused_before() or missing from None
         try:
-            return self._online_locked(commit)
+            # The session's rate-limit gate when one is installed (the plugin's), else one for this call.
+            with gate.for_call(self.repo.cache_dir, self.max_rate_wait):
+                return self._online_locked(commit)
         except AuthError as refused:
             # Remembered so that an offline run after a tokenless prefetch skips like this one; a
             # cache where that cannot be written must still report the refusal itself.
@@ -387,7 +401,7 @@ class _Engine:
                 if not retried or kind.client_retried:
                     backoff.attempts += 1
                     raise self._exhausted(error, kind, backoff.attempts, what, filename) from error
-                if not backoff.wait(kind.retry_after):
+                if not backoff.wait(None if gate.holds(kind) else kind.retry_after):
                     raise self._exhausted(error, kind, backoff.attempts, what, filename) from error
                 log.info("hfsnapshot: retrying %s of %s after %s", what, self.request.label, _cause(kind))
 

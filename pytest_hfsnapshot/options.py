@@ -32,6 +32,8 @@ class Options:
     cache_dir: Path | None
     prefetch_only: bool
     manifest: Path | None
+    #: Longest wait, in seconds, for one rate-limit window of the Hub to reset.
+    max_rate_wait: float = 300.0
 
     def effective_cache_dir(self) -> Path:
         """The cache folder snapshots go to right now."""
@@ -110,6 +112,13 @@ def add_options(parser: pytest.Parser) -> None:
         "",
         metavar="PATH",
     )
+    add(
+        "--hf-max-rate-wait",
+        "longest wait, in seconds, for a rate-limit window of the Hub to reset before failing (default 300)",
+        "string",
+        "300",
+        metavar="SECONDS",
+    )
     parser.addini(
         "hf_prefetch",
         "snapshots --hf-prefetch-only fetches besides the selected tests' declarations (those "
@@ -175,6 +184,9 @@ def read_options(config: pytest.Config) -> Options:
         cache_dir=path("hf_cache_dir"),
         prefetch_only=flag("hf_prefetch_only"),
         manifest=path("hf_manifest"),
+        max_rate_wait=number(
+            "hf_max_rate_wait", integer=False, minimum=0, inclusive=True, wanted="a number of seconds >= 0"
+        ),
     )
 
 

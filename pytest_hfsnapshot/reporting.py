@@ -11,6 +11,7 @@ from huggingface_hub import constants as hf_constants
 from . import manifest
 from .credentials import hub_token, token_set
 from .formats import count, human_size, request_label
+from .gate import Waited
 from .options import Options
 from .snapshot_uses import SnapshotUse, primary_uses
 
@@ -31,9 +32,11 @@ def write_summary(
     auth_counts: Mapping[str, int],
     *,
     verbose: bool,
+    rate_limited: Waited | None = None,
 ) -> None:
-    """The ``hf snapshots`` section, when the session used a snapshot or met a refused access."""
-    if not uses and not auth_counts:
+    """The ``hf snapshots`` section, when the session used a snapshot, met a refused access or a rate limit."""
+    limited = rate_limited if rate_limited is not None and rate_limited.windows else None
+    if not uses and not auth_counts and limited is None:
         return
     terminalreporter.write_sep("=", "hf snapshots")
     for line in summary_lines(uses, verbose=verbose):
@@ -42,6 +45,16 @@ def write_summary(
         total = sum(auth_counts.values())
         parts = ", ".join(f"{auth_counts[action]} {_PAST[action]}" for action in sorted(auth_counts))
         terminalreporter.write_line(f"Hub access refused: {count(total, 'test')} ({parts})")
+    if limited is not None:
+        terminalreporter.write_line(rate_limit_line(limited))
+
+
+def rate_limit_line(limited: Waited) -> str:
+    """How long the session waited for the Hub's rate-limit windows to reset (merged across processes)."""
+    return (
+        f"Hub rate limit: waited {limited.seconds:.1f}s for {count(limited.windows, 'window')} to reset "
+        f"({', '.join(limited.endpoints)})"
+    )
 
 
 def summary_lines(uses: Sequence[SnapshotUse], *, verbose: bool = False) -> list[str]:
@@ -114,4 +127,4 @@ def redact_report(report: pytest.TestReport | pytest.CollectReport) -> None:
         report.wasxfail = wasxfail.replace(token, "***")  # type: ignore[union-attr]
 
 
-__all__ = ["header", "redact_report", "summary_lines", "write_manifest", "write_summary"]
+__all__ = ["header", "rate_limit_line", "redact_report", "summary_lines", "write_manifest", "write_summary"]

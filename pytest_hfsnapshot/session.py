@@ -13,6 +13,7 @@ them in ``pytest_testnodedown``. From the controller's ``pytest_sessionfinish`` 
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from . import gate
 from .errors import HfSnapshotError
 from .options import Options
 from .request import SnapshotRequest
@@ -44,6 +46,15 @@ class HfSnapshotSession:
         #: The workers' uses, merged in by the controller.
         self.worker_uses: list[SnapshotUse] = []
         self.failures = SharedFailures(session_id)
+        #: The session's rate-limit gate, installed once huggingface_hub's HTTP layer is loaded.
+        self.gate = gate.Gate(
+            lambda: gate.gate_folder(options.effective_cache_dir(), session_id),
+            max_wait=options.max_rate_wait,
+            cap_name="--hf-max-rate-wait",
+        )
+        self._gated = False
+        #: Gate folders the workers wrote to, merged in by the controller.
+        self.worker_gate_folders: set[str] = set()
         #: Tests that met a refused Hub access, by action taken ("skip", "xfail", "fail").
         self.auth_counts: dict[str, int] = {}
         self._snapshots: dict[SnapshotRequest, Snapshot] = {}
@@ -65,6 +76,8 @@ class HfSnapshotSession:
         # for huggingface_hub's HTTP stack.
         from .engine import materialize_request
 
+        self.install_gate()
+
         started = time.monotonic()
         try:
             snapshot = materialize_request(
@@ -76,6 +89,7 @@ class HfSnapshotSession:
                 offline=True if opts.offline else None,
                 strict=opts.strict,
                 session=self.session_id,
+                max_rate_wait=opts.max_rate_wait,
             )
         except HfSnapshotError as error:
             self._share_verdict(request, for_failure(request, error, opts))
@@ -97,6 +111,31 @@ class HfSnapshotSession:
                 verdict = self._shared_verdict(request) or for_failure(request, error, self.options)
         raise verdict.exception()
 
+    def install_gate(self, *, if_loaded: bool = False) -> None:
+        """Put every request huggingface_hub sends from now on through the session's gate.
+
+        ``if_loaded``: only when huggingface_hub's HTTP layer is imported already (a dict lookup:
+        a suite that never loads it pays nothing).
+        """
+        if self._gated or (if_loaded and "huggingface_hub.utils._http" not in sys.modules):
+            return
+        with self._lock:
+            if not self._gated:
+                gate.acquire(lambda: self.gate)
+                self._gated = True
+
+    def remove_gate(self) -> None:
+        """Take the gate out (each process, at its end); the controller also deletes the session's windows."""
+        if self._gated:
+            gate.release(self.gate)
+            self._gated = False
+        if self.worker is None:
+            gate.remove(self.gate_folders())
+
+    def gate_folders(self) -> set[str]:
+        """Every folder of the session's rate-limit windows (the workers' too, in the controller)."""
+        return self.gate.folders | self.worker_gate_folders
+
     def all_uses(self) -> list[SnapshotUse]:
         """This process's uses, then the workers' (those arrive in the controller only)."""
         return [*self.uses, *self.worker_uses]
@@ -112,6 +151,7 @@ class HfSnapshotSession:
         workeroutput[_WORKEROUTPUT_KEY] = {
             "uses": [use.to_dict() for use in self.uses],
             "failure_folders": sorted(self.failures.folders),
+            "gate_folders": sorted(self.gate.folders),
         }
 
     def _share_verdict(self, request: SnapshotRequest, verdict: Verdict) -> None:
@@ -147,6 +187,7 @@ class XdistHooks:
             return
         self.state.worker_uses.extend(SnapshotUse.from_dict(item) for item in data.get("uses", ()))
         self.state.failures.adopt(data.get("failure_folders", ()))
+        self.state.worker_gate_folders.update(data.get("gate_folders", ()))
 
 
 _STATE_KEY = pytest.StashKey[HfSnapshotSession]()

@@ -20,6 +20,7 @@ OPTIONS = [
     "--hf-cache-dir",
     "--hf-prefetch-only",
     "--hf-manifest",
+    "--hf-max-rate-wait",
 ]
 
 # A conftest hook rather than a test: a --hf-prefetch-only run runs no test.
@@ -46,7 +47,8 @@ def test_defaults(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
-            "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None)*"
+            "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, "
+            "max_rate_wait=300.0)*"
         ]
     )
 
@@ -64,13 +66,15 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         "--hf-cache-dir=rel/cache",
         "--hf-prefetch-only",
         "--hf-manifest=out/manifest.json",
+        "--hf-max-rate-wait=0",
     )
     cache = pytester.path / "rel" / "cache"
     manifest = pytester.path / "out" / "manifest.json"
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
-            f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r})*"
+            f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
+            "max_rate_wait=0.0)*"
         ]
     )
 
@@ -89,6 +93,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         hf_cache_dir = ini-cache
         hf_prefetch_only = true
         hf_manifest = m.json
+        hf_max_rate_wait = 90
         """
     )
     pytester.makeconftest(SHOW_OPTIONS)
@@ -99,7 +104,8 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
-            f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r})*"
+            f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
+            "max_rate_wait=90.0)*"
         ]
     )
 
@@ -123,6 +129,8 @@ def test_command_line_beats_ini(pytester: pytest.Pytester) -> None:
         (["--hf-lock-timeout=0"], "--hf-lock-timeout: invalid value '0'; use a number of seconds > 0"),
         (["--hf-lock-timeout=nan"], "--hf-lock-timeout: invalid value 'nan'; use a number of seconds > 0"),
         (["--hf-lock-timeout=soon"], "--hf-lock-timeout: invalid value 'soon'; use a number of seconds > 0"),
+        (["--hf-max-rate-wait=-1"], "--hf-max-rate-wait: invalid value '-1'; use a number of seconds >= 0"),
+        (["--hf-max-rate-wait=inf"], "--hf-max-rate-wait: invalid value 'inf'; use a number of seconds >= 0"),
     ],
 )
 def test_bad_command_line_value_is_a_usage_error(pytester: pytest.Pytester, args: list[str], message: str) -> None:
@@ -144,6 +152,7 @@ def test_bad_command_line_value_is_a_usage_error(pytester: pytest.Pytester, args
         ("hf_verify = crc", "ini option hf_verify: invalid value 'crc'; use one of: size, sha256"),
         ("hf_retries = lots", "ini option hf_retries: invalid value 'lots'; use an integer >= 0"),
         ("hf_lock_timeout = -3", "ini option hf_lock_timeout: invalid value '-3'; use a number of seconds > 0"),
+        ("hf_max_rate_wait = soon", "ini option hf_max_rate_wait: invalid value 'soon'; use a number of seconds >= 0"),
         ("hf_offline = perhaps", "ini option hf_offline: invalid truth value 'perhaps'"),
     ],
 )
