@@ -117,11 +117,6 @@ def test_summary_says_how_long_the_session_waited(pytester: pytest.Pytester, loc
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="measured: 2 to 6 requests per window still reach the endpoint about 1 s after its first 429, "
-    "without passing the gate's request hook (cause not found yet); everything the hook sees is held",
-)
 def test_workers_send_nothing_into_a_window_after_its_first_429(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
     repos = [f"org/r{n}" for n in range(8)]
     for repo in repos:

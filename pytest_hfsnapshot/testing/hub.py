@@ -268,6 +268,9 @@ _Origin = Literal["hub", "cdn", "cas"]
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # The default backlog (5) drops the SYNs of a burst of new connections (many workers resuming
+    # at once), which the kernel sends again only a second later: requests then arrive late.
+    request_queue_size = 128
     hub: LocalHub
     origin: _Origin
 
