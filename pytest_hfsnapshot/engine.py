@@ -33,7 +33,7 @@ from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
-from . import gate, retry
+from . import gate, outage, retry
 from .cache import XET_HASH_RE, RepoCache, atomic_write_json, read_json
 from .errors import (
     AuthError,
@@ -290,7 +290,7 @@ class _Engine:
         if unverified:
             if self.strict:
                 raise UnverifiedRevisionError(
-                    f"The Hub could not be reached to confirm what {self.request.label} points at, and "
+                    f"The Hub at {_hub()} could not be reached to confirm what {self.request.label} points at, and "
                     f"--hf-strict is on. The cache has commit {commit[:12]}; pin that commit or retry "
                     "when the Hub is reachable.",
                     repo_id=self.request.repo_id,
@@ -371,7 +371,8 @@ class _Engine:
             if cached is None:
                 raise
             log.warning(
-                "hfsnapshot: the Hub is unreachable; using the cached %s at %s (unverified revision)",
+                "hfsnapshot: the Hub at %s is unreachable; using the cached %s at %s (unverified revision)",
+                _hub(),
                 self.request.label,
                 cached[:12],
             )
@@ -389,9 +390,15 @@ class _Engine:
     def _with_retries(self, call: Any, *, what: str, filename: str | None = None, retried: bool = True) -> Any:
         """Run ``call``, retrying transient failures; ``retried=False`` when the client retries it already."""
         backoff = self.backoff
+        cache, session = self.repo.cache_dir, self.session
+        down = outage.known(cache, session, _hub())
+        if down is not None:
+            raise self._unreachable(down, what)
         while True:
             try:
-                return call()
+                result = call()
+                outage.forget(cache, session, _hub())
+                return result
             except HfSnapshotError:
                 raise
             except Exception as error:
@@ -400,9 +407,9 @@ class _Engine:
                     raise self._typed(error, kind) from error
                 if not retried or kind.client_retried:
                     backoff.attempts += 1
-                    raise self._exhausted(error, kind, backoff.attempts, what, filename) from error
+                    raise self._gave_up(error, kind, backoff.attempts, what, filename) from error
                 if not backoff.wait(None if gate.holds(kind) else kind.retry_after):
-                    raise self._exhausted(error, kind, backoff.attempts, what, filename) from error
+                    raise self._gave_up(error, kind, backoff.attempts, what, filename) from error
                 log.info("hfsnapshot: retrying %s of %s after %s", what, self.request.label, _cause(kind))
 
     def _typed(self, error: BaseException, kind: retry.Classification) -> HfSnapshotError:
@@ -442,6 +449,25 @@ class _Engine:
             revision=rev,
         )
 
+    def _gave_up(
+        self, error: BaseException, kind: retry.Classification, attempts: int, what: str, filename: str | None
+    ) -> TransientError:
+        """:meth:`_exhausted` for a call to the Hub itself; an unreachable Hub is remembered for the session."""
+        if kind.status is None or kind.status >= 500:
+            outage.remember(self.repo.cache_dir, self.session, _hub(), _cause(kind))
+        return self._exhausted(error, kind, attempts, what, filename)
+
+    def _unreachable(self, down: outage.Outage, what: str) -> TransientError:
+        """The give-up of a call not even tried: the session found the Hub unreachable moments ago."""
+        return TransientError(
+            f"Gave up on {what} of {self.request.label} at {down.endpoint} without trying: this test session "
+            f"could not reach it {down.age():.0f} s ago (last cause {down.cause}); it is asked again "
+            f"{outage.RECHECK_AFTER:.0f} s after that. The Hub or the network is failing; retry later.",
+            attempts=0,
+            repo_id=self.request.repo_id,
+            revision=self.request.revision,
+        )
+
     def _exhausted(
         self, error: BaseException, kind: retry.Classification, attempts: int, what: str, filename: str | None
     ) -> TransientError:
@@ -451,7 +477,7 @@ class _Engine:
         client = f" ({retrier} had already retried it with its own backoff)" if kind.client_retried else ""
         tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
         return TransientError(
-            f"Gave up on {what} of {self.request.label}{where} after {tries}{client}: last cause "
+            f"Gave up on {what} of {self.request.label}{where} at {_endpoint(error)} after {tries}{client}: last cause "
             f"{_cause(kind)}. The Hub or the network is failing; retry later"
             + ("." if kind.client_retried else " or raise --hf-retries."),
             attempts=attempts,
@@ -884,6 +910,21 @@ def _cause(kind: retry.Classification) -> str:
     decisive = kind.decisive
     name = type(decisive).__name__ if decisive is not None else "error"
     return f"{name} (HTTP {kind.status})" if kind.status else name
+
+
+def _hub() -> str:
+    """The Hub endpoint in use (``HF_ENDPOINT``), read at call time."""
+    return outage.origin_of(constants.ENDPOINT)
+
+
+def _endpoint(error: BaseException) -> str:
+    """The origin a failed request was sent to (the Hub, its CDN or the CAS), else the Hub endpoint."""
+    for link in retry.chain(error):
+        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
+            url = retry.safe_attr(holder, "url")
+            if url is not None and str(url).startswith(("http://", "https://")):
+                return outage.origin_of(url)
+    return _hub()
 
 
 def _failed_file(error: BaseException) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from . import gate, reporting, verdicts
+from . import gate, outage, reporting, verdicts
 from .choices import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES
 from .declarations import (
     MARKERS,
@@ -76,6 +76,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         state.remove_gate()
     if state is not None and state.worker is None:
         state.failures.remove()
+        outage.remove(state.options.effective_cache_dir(), state.session_id)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -162,6 +163,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         state.auth_counts,
         verbose=config.get_verbosity() > 0,
         rate_limited=gate.waited(state.gate_folders()),
+        unreachable=outage.endpoints(state.options.effective_cache_dir(), state.session_id),
     )
 
 

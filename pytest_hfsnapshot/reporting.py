@@ -33,6 +33,7 @@ def write_summary(
     *,
     verbose: bool,
     rate_limited: Waited | None = None,
+    unreachable: Sequence[str] = (),
 ) -> None:
     """The ``hf snapshots`` section, when the session used a snapshot, met a refused access or a rate limit."""
     limited = rate_limited if rate_limited is not None and rate_limited.windows else None
@@ -47,6 +48,13 @@ def write_summary(
         terminalreporter.write_line(f"Hub access refused: {count(total, 'test')} ({parts})")
     if limited is not None:
         terminalreporter.write_line(rate_limit_line(limited))
+    unverified = sum(1 for use in primary_uses(uses) if use.snapshot.unverified_revision)
+    if unverified:
+        where = ", ".join(unreachable or [hf_constants.ENDPOINT])
+        terminalreporter.write_line(
+            f"the Hub at {where} was unreachable: {count(unverified, 'snapshot')} served from the cache "
+            "without confirming their revision"
+        )
 
 
 def rate_limit_line(limited: Waited) -> str:
