@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import huggingface_hub
 import pytest
@@ -199,3 +200,25 @@ def test_the_gate_chains_the_users_factory_and_is_gone_after_the_session(
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "RESTORED" in done.stdout
+
+
+def test_prefetch_threads_share_the_gate(tmp_path: Path, local_hub: LocalHub) -> None:
+    repos = [f"org/p{n}" for n in range(4)]
+    for repo in repos:
+        local_hub.add_repo(repo, {"config.json": CONFIG, "vocab.txt": f"{repo}\n"})
+    window = 3
+    local_hub.rate_limit(3, window, pattern="*/resolve/*")
+    args = [a for repo in repos for a in ("--repo", repo)]
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_hfsnapshot", "prefetch", *args, "--workers", "4"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert local_hub.request_count("*/resolve/*", status=429) >= 1
+    assert into_windows(_file_requests(local_hub), window, in_flight=0.5) == []
+    assert not any((local_hub.cache_dir / ".locks" / "hfsnapshot" / "gate").glob("*/*.json"))
