@@ -111,7 +111,7 @@ def _prefetch_repos(args: Sequence[str]) -> int:
 
     display = stream_display(sys.stdout)
     try:
-        with gate.for_call(cache_dir, gate.DEFAULT_MAX_WAIT):
+        with gate.for_call(cache_dir, gate.DEFAULT_MAX_WAIT):  # no session: its windows go at the end
             result = prefetch(requests, fetch, display, workers=options.workers)
     finally:
         outage.remove(cache_dir, session)

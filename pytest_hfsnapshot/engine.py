@@ -257,7 +257,7 @@ class _Engine:
                 raise self._refused_before() or missing from None
         try:
             # The session's rate-limit gate when one is installed (the plugin's), else one for this call.
-            with gate.for_call(self.repo.cache_dir, self.max_rate_wait):
+            with gate.for_call(self.repo.cache_dir, self.max_rate_wait, self.session):
                 return self._online_locked(commit)
         except AuthError as refused:
             # Remembered so that an offline run after a tokenless prefetch skips like this one; a

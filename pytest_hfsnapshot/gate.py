@@ -277,14 +277,21 @@ def release(gate: Gate) -> bool:
 
 
 @contextlib.contextmanager
-def for_call(cache_dir: str | os.PathLike[str], max_wait: float, cap_name: str = "max_rate_wait") -> Iterator[Gate]:
-    """The gate for one ``materialize`` call outside a session: the one installed, or one of its own."""
-    folder = gate_folder(cache_dir, "call-" + uuid.uuid4().hex[:16])
+def for_call(
+    cache_dir: str | os.PathLike[str], max_wait: float, session: str | None = None, cap_name: str = "max_rate_wait"
+) -> Iterator[Gate]:
+    """The gate for work outside a pytest session: the one installed, or one of its own until the work ends.
+
+    With ``session`` (an id the caller shares between processes, as the bench's workers do) its
+    windows are shared with the other processes of that session and left for them; without, they
+    live in a folder of this call, removed at the end.
+    """
+    folder = gate_folder(cache_dir, session or "call-" + uuid.uuid4().hex[:16])
     gate = acquire(lambda: Gate(lambda: folder, max_wait=max_wait, cap_name=cap_name))
     try:
         yield gate
     finally:
-        if release(gate):
+        if release(gate) and session is None:
             remove(gate.folders)
 
 
