@@ -56,9 +56,12 @@ _SAME_WINDOW = 1.5
 
 def endpoint_of(url: object) -> str:
     """``scheme://host:port``, with ``/api`` appended for the Hub's API routes."""
-    parts = urlsplit(str(url))
-    origin = f"{parts.scheme}://{parts.netloc}"
-    return origin + "/api" if parts.path.startswith("/api/") else origin
+    text = str(url)
+    slash = text.find("/", text.find("//") + 2) if "//" in text else -1
+    if slash < 0:
+        parts = urlsplit(text)
+        return f"{parts.scheme}://{parts.netloc}"
+    return text[: slash + 4] if text.startswith("/api/", slash) else text[:slash]
 
 
 def gate_folder(cache_dir: str | os.PathLike[str], session: str) -> Path:
@@ -76,22 +79,42 @@ class Waited:
 
 
 class Gate:
-    """The session's rate-limit gate; ``folder`` gives the folder its windows live in (read at each request)."""
+    """The rate-limit gate of ``session``; ``cache_dir`` gives the cache its windows live in (read at each request)."""
 
-    def __init__(self, folder: Callable[[], Path], *, max_wait: float = DEFAULT_MAX_WAIT, cap_name: str) -> None:
-        self._folder = folder
+    def __init__(
+        self,
+        cache_dir: Callable[[], str | os.PathLike[str]],
+        session: str,
+        *,
+        max_wait: float = DEFAULT_MAX_WAIT,
+        cap_name: str,
+    ) -> None:
+        self._cache_dir = cache_dir
+        self.session = session
         self.max_wait = max_wait
         #: How the user sets ``max_wait`` (``--hf-max-rate-wait``, ``max_rate_wait=``), for errors.
         self.cap_name = cap_name
         #: Every folder this process wrote a window to (for the cleanup and the summary).
         self.folders: set[str] = set()
         self._known: dict[str, tuple[int, int, float]] = {}
+        self._paths: dict[tuple[Path, str], str] = {}
+        self._folders: dict[str | os.PathLike[str], Path] = {}
+
+    def _folder(self) -> Path:
+        cache = self._cache_dir()
+        folder = self._folders.get(cache)
+        if folder is None:
+            folder = self._folders[cache] = gate_folder(cache, self.session)
+        return folder
 
     # --- the hooks ------------------------------------------------------------------------------
     def before(self, request: Any) -> None:
         """Request hook: wait for the reset of the request's endpoint, when a 429 closed it."""
         endpoint = endpoint_of(request.url)
-        path = os.path.join(self._folder(), _file_name(endpoint))
+        folder = self._folder()
+        path = self._paths.get((folder, endpoint))
+        if path is None:
+            path = self._paths[(folder, endpoint)] = os.path.join(folder, _file_name(endpoint))
         while True:
             try:
                 st = os.stat(path)
@@ -286,8 +309,8 @@ def for_call(
     windows are shared with the other processes of that session and left for them; without, they
     live in a folder of this call, removed at the end.
     """
-    folder = gate_folder(cache_dir, session or "call-" + uuid.uuid4().hex[:16])
-    gate = acquire(lambda: Gate(lambda: folder, max_wait=max_wait, cap_name=cap_name))
+    name = session or "call-" + uuid.uuid4().hex[:16]
+    gate = acquire(lambda: Gate(lambda: cache_dir, name, max_wait=max_wait, cap_name=cap_name))
     try:
         yield gate
     finally:

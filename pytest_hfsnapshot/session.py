@@ -20,6 +20,7 @@ import uuid
 from typing import Any
 
 import pytest
+from huggingface_hub import constants as hf_constants
 
 from . import gate
 from .errors import HfSnapshotError
@@ -48,7 +49,8 @@ class HfSnapshotSession:
         self.failures = SharedFailures(session_id)
         #: The session's rate-limit gate, installed once huggingface_hub's HTTP layer is loaded.
         self.gate = gate.Gate(
-            lambda: gate.gate_folder(options.effective_cache_dir(), session_id),
+            lambda: options.cache_dir if options.cache_dir is not None else hf_constants.HF_HUB_CACHE,
+            session_id,
             max_wait=options.max_rate_wait,
             cap_name="--hf-max-rate-wait",
         )
