@@ -222,3 +222,28 @@ def test_prefetch_threads_share_the_gate(tmp_path: Path, local_hub: LocalHub) ->
     assert local_hub.request_count("*/resolve/*", status=429) >= 1
     assert into_windows(_file_requests(local_hub), window, in_flight=0.5) == []
     assert not any((local_hub.cache_dir / ".locks" / "hfsnapshot" / "gate").glob("*/*.json"))
+
+
+def test_materialize_outside_pytest_has_a_gate_for_the_call(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        from huggingface_hub.utils import _http
+        from pytest_hfsnapshot import gate, materialize
+        from pytest_hfsnapshot.testing.hub import LocalHub
+
+        before = _http._GLOBAL_CLIENT_FACTORY
+        with LocalHub() as hub, hub.configure_client("cache") as cache:
+            hub.add_repo("org/limited", {"config.json": "{}"})
+            hub.fail("*/resolve/*/config.json", 429, retry_after=2, method="HEAD")
+            materialize("org/limited")
+            files = sorted((r for r in hub.counters().records if "/resolve/" in r.path), key=lambda r: r.at)
+            assert files[0].status == 429 and all(r.at >= files[0].at + 2 for r in files[1:]), files
+            assert not list((cache / ".locks" / "hfsnapshot" / "gate").glob("*/*.json"))
+        assert gate.active() is None and _http._GLOBAL_CLIENT_FACTORY is before
+        print("GATED")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "GATED" in done.stdout
