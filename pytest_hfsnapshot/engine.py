@@ -108,6 +108,7 @@ def materialize(
         token: passed to huggingface_hub (default: its own lookup).
         max_rate_wait: the longest wait, in seconds, for a rate-limit window of the Hub to reset;
             every request of the call goes through the rate-limit gate (:mod:`pytest_hfsnapshot.gate`).
+            Inside a pytest session the session's gate, and so its ``--hf-max-rate-wait``, is used.
 
     Raises:
         AuthError, RevisionNotFoundError, EntryNotFoundError, TransientError (RateLimitError), OfflineMissingError,
