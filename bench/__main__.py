@@ -4,7 +4,9 @@ Profiles: ``--smoke`` (small sizes, about a minute: the CI run, thresholds not e
 ``--quick`` (middle sizes, a few minutes), default full sizes (the issue's: a 128 MiB sharded repo,
 a 1,000-file repo, a 1 GiB file, a 2,000-test suite). Workloads 1, 5 and 6 run once per transport
 (Xet with the shared blob store, and plain HTTP); workload 9 measures the wire cost of each
-transport (also Xet without the shared store). Prints the table, writes
+transport (also Xet without the shared store). Workloads 13 and 14 (:mod:`bench.limits`) meet a
+fixed-window rate limit with 1, 4 and 8 processes, and a warm ``pytest -n 4`` run with the Hub
+down. Prints the table, writes
 ``bench/results/latest.json``; the full run also writes ``bench/RESULTS.md`` (``--results-md``
 forces it for other profiles, ``--no-results-md`` skips it). ``--check`` exits 1 when a target
 is missed. Scratch data goes to a temporary folder (``--workdir``), removed at the end.

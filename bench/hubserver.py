@@ -72,6 +72,10 @@ def _serve(conn: Connection, tree_page_size: int) -> None:
         "xet": lambda: hub.xet,
         # A per-stream cap (each body on its own), as a real link to the Hub limits each stream.
         "set_stream_rate": hub.slow_each,
+        "rate_limit": hub.rate_limit,
+        "clear_faults": hub.clear_faults,
+        # Arrival time, origin, method, path and status of every request since the last reset.
+        "records": lambda: [(r.at, r.origin, r.method, r.path, r.status) for r in hub.counters().records],
     }
     try:
         while True:
@@ -127,6 +131,17 @@ class HubProcess:
 
     def set_stream_rate(self, bytes_per_second: float | None) -> None:
         self._call("set_stream_rate", bytes_per_second)
+
+    def rate_limit(self, limit: int, window: float, pattern: str = "*") -> None:
+        """A fixed-window rate limit answering like huggingface.co (see ``LocalHub.rate_limit``)."""
+        self._call("rate_limit", limit, window, pattern)
+
+    def clear_faults(self) -> None:
+        self._call("clear_faults")
+
+    def records(self) -> list[tuple[float, str, str, str, int]]:
+        """``(at, origin, method, path, status)`` per request since the last reset, as the Hub saw them."""
+        return [tuple(r) for r in self._call("records")]  # type: ignore[misc]
 
     def stop(self) -> None:
         if self._process.is_alive():

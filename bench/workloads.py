@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .limits import outage_warm, rate_window
 from .runner import TOOLS, Bench, Row, Target, WorkerResult, log, median, step, task, wall
 
 MIB = 1 << 20
@@ -839,6 +840,8 @@ WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "7": deep_verify,
     "8": plugin_overhead,
     "9": wire_cost,
+    "13": rate_window,
+    "14": outage_warm,
 }
 
 

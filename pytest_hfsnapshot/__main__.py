@@ -9,6 +9,7 @@ import argparse
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -80,9 +81,9 @@ def _prefetch_parser() -> argparse.ArgumentParser:
 
 def _prefetch_repos(args: Sequence[str]) -> int:
     # Imported per command, so `--help` and the pytest path stay quick.
-    from huggingface_hub import constants as hf_constants
+    from huggingface_hub import constants
 
-    from . import manifest
+    from . import gate, manifest, outage
     from .engine import materialize_request, plan_request
     from .errors import InvalidRequestError
     from .prefetch import prefetch, report_lines, stream_display
@@ -102,6 +103,10 @@ def _prefetch_repos(args: Sequence[str]) -> int:
         except InvalidRequestError as error:
             parser.error(f"--repo {spec!r}: {error}")
 
+    # One session for the threads: they share one rate-limit gate and one verdict per outage.
+    session = "prefetch-" + uuid.uuid4().hex[:16]
+    cache_dir = options.cache_dir or constants.HF_HUB_CACHE
+
     def fetch(request: SnapshotRequest) -> Snapshot:
         return materialize_request(
             request,
@@ -109,14 +114,19 @@ def _prefetch_repos(args: Sequence[str]) -> int:
             verify=options.verify,
             offline=True if options.offline else None,
             space_check=not options.no_space_check,
+            session=session,
         )
 
     def plan(request: SnapshotRequest) -> Need:
         return plan_request(request, cache_dir=options.cache_dir)
 
-    checked = not (options.offline or options.no_space_check or hf_constants.HF_HUB_OFFLINE)
+    checked = not (options.offline or options.no_space_check or constants.HF_HUB_OFFLINE)
     display = stream_display(sys.stdout)
-    result = prefetch(requests, fetch, display, workers=options.workers, plan=plan if checked else None)
+    try:
+        with gate.for_call(cache_dir, gate.DEFAULT_MAX_WAIT):  # no session: its windows go at the end
+            result = prefetch(requests, fetch, display, workers=options.workers, plan=plan if checked else None)
+    finally:
+        outage.remove(cache_dir, session)
     on_auth_error: AuthAction = options.on_auth_error
     for line in report_lines(result, on_auth_error=on_auth_error):
         display.line(line)

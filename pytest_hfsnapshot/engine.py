@@ -33,7 +33,7 @@ from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
-from . import refusals, retry, space
+from . import gate, outage, refusals, retry, space
 from .cache import XET_HASH_RE, RepoCache, atomic_write_json, read_json
 from .credentials import token_set
 from .errors import (
@@ -89,6 +89,7 @@ def materialize(
     session: str | None = None,
     token: str | bool | None = None,
     space_check: bool = True,
+    max_rate_wait: float = gate.DEFAULT_MAX_WAIT,
 ) -> Snapshot:
     """Return a verified :class:`Snapshot` of ``repo_id`` at ``revision``, downloading at most once per cache.
 
@@ -112,8 +113,12 @@ def materialize(
             space (see :mod:`pytest_hfsnapshot.space`); False for filesystems whose free space
             means nothing.
 
+        max_rate_wait: the longest wait, in seconds, for a rate-limit window of the Hub to reset;
+            every request of the call goes through the rate-limit gate (:mod:`pytest_hfsnapshot.gate`).
+            Inside a pytest session the session's gate, and so its ``--hf-max-rate-wait``, is used.
+
     Raises:
-        AuthError, RevisionNotFoundError, EntryNotFoundError, TransientError, OfflineMissingError,
+        AuthError, RevisionNotFoundError, EntryNotFoundError, TransientError (RateLimitError), OfflineMissingError,
         UnverifiedRevisionError, VerificationError, UnsafeCacheError, LockTimeoutError, DiskError,
         InvalidRequestError: see :mod:`pytest_hfsnapshot.errors`.
     """
@@ -136,6 +141,7 @@ def materialize(
         session=session,
         token=token,
         space_check=space_check,
+        max_rate_wait=max_rate_wait,
     )
 
 
@@ -151,6 +157,7 @@ def materialize_request(
     session: str | None = None,
     token: str | bool | None = None,
     space_check: bool = True,
+    max_rate_wait: float = gate.DEFAULT_MAX_WAIT,
 ) -> Snapshot:
     """:func:`materialize` for an already validated :class:`~pytest_hfsnapshot.request.SnapshotRequest`."""
     repo_id = request.repo_id
@@ -161,6 +168,10 @@ def materialize_request(
     if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float) or not lock_timeout > 0:
         raise InvalidRequestError(
             f"lock_timeout={lock_timeout!r} is not valid: give a number of seconds > 0.", repo_id=repo_id
+        )
+    if isinstance(max_rate_wait, bool) or not isinstance(max_rate_wait, int | float) or not max_rate_wait >= 0:
+        raise InvalidRequestError(
+            f"max_rate_wait={max_rate_wait!r} is not valid: give a number of seconds >= 0.", repo_id=repo_id
         )
     if session is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", session):
         raise InvalidRequestError(f"session={session!r} is not valid: use letters, digits, '_', '.', '-'.")
@@ -175,6 +186,7 @@ def materialize_request(
         session=session,
         token=token,
         space_check=space_check,
+        max_rate_wait=max_rate_wait,
     )
     snapshot = engine.run()
     for pattern in request.unmatched_allow_patterns(snapshot.files):
@@ -207,6 +219,8 @@ def plan_request(
         session=session,
         token=token,
     )
+    # One unretried try is no verdict on the Hub: the call that follows spends the real budget.
+    engine.remembers_outages = False
     return engine.plan()
 
 
@@ -224,8 +238,10 @@ class _Engine:
         session: str | None,
         token: str | bool | None,
         space_check: bool = True,
+        max_rate_wait: float = gate.DEFAULT_MAX_WAIT,
     ) -> None:
         self.request = request
+        self.max_rate_wait = max_rate_wait
         self.repo = RepoCache(cache_dir, request.repo_id, request.repo_type)
         self.verify = verify
         self.retries = retries
@@ -239,6 +255,8 @@ class _Engine:
         self.lock_wait = 0.0
         self.backoff = retry.Backoff(retries=retries, deadline=self.started + RETRY_DEADLINE)
         self.planted = False
+        #: Whether giving up on the Hub itself makes the session remember an outage (see outage.py).
+        self.remembers_outages = True
         #: Files whose blob the client named after a server ETag other than the listing's hash.
         self.adopted: dict[str, ExpectedFile] = {}
 
@@ -305,7 +323,9 @@ class _Engine:
             except OfflineMissingError as missing:
                 raise self._refused_before() or missing from None
         try:
-            return self._online_locked(commit)
+            # The session's rate-limit gate when one is installed (the plugin's), else one for this call.
+            with gate.for_call(self.repo.cache_dir, self.max_rate_wait, self.session):
+                return self._online_locked(commit)
         except AuthError as refused:
             # Remembered so that an offline run after a tokenless prefetch skips like this one; a
             # cache where that cannot be written must still report the refusal itself.
@@ -367,7 +387,7 @@ class _Engine:
         if unverified:
             if self.strict:
                 raise UnverifiedRevisionError(
-                    f"The Hub could not be reached to confirm what {self.request.label} points at, and "
+                    f"The Hub at {_hub()} could not be reached to confirm what {self.request.label} points at, and "
                     f"--hf-strict is on. The cache has commit {commit[:12]}; pin that commit or retry "
                     "when the Hub is reachable.",
                     repo_id=self.request.repo_id,
@@ -448,7 +468,8 @@ class _Engine:
             if cached is None:
                 raise
             log.warning(
-                "hfsnapshot: the Hub is unreachable; using the cached %s at %s (unverified revision)",
+                "hfsnapshot: the Hub at %s is unreachable; using the cached %s at %s (unverified revision)",
+                _hub(),
                 self.request.label,
                 cached[:12],
             )
@@ -466,9 +487,15 @@ class _Engine:
     def _with_retries(self, call: Any, *, what: str, filename: str | None = None, retried: bool = True) -> Any:
         """Run ``call``, retrying transient failures; ``retried=False`` when the client retries it already."""
         backoff = self.backoff
+        cache, session = self.repo.cache_dir, self.session
+        down = outage.known(cache, session, _hub())
+        if down is not None:
+            raise self._unreachable(down, what)
         while True:
             try:
-                return call()
+                result = call()
+                outage.forget(cache, session, _hub())
+                return result
             except HfSnapshotError:
                 raise
             except Exception as error:
@@ -477,9 +504,9 @@ class _Engine:
                     raise self._typed(error, kind) from error
                 if not retried or kind.client_retried:
                     backoff.attempts += 1
-                    raise self._exhausted(error, kind, backoff.attempts, what, filename) from error
-                if not backoff.wait(kind.retry_after):
-                    raise self._exhausted(error, kind, backoff.attempts, what, filename) from error
+                    raise self._gave_up(error, kind, backoff.attempts, what, filename) from error
+                if not backoff.wait(None if gate.holds(kind) else kind.retry_after):
+                    raise self._gave_up(error, kind, backoff.attempts, what, filename) from error
                 log.info("hfsnapshot: retrying %s of %s after %s", what, self.request.label, _cause(kind))
 
     def _typed(self, error: BaseException, kind: retry.Classification) -> HfSnapshotError:
@@ -533,6 +560,25 @@ class _Engine:
             revision=self.request.revision,
         )
 
+    def _gave_up(
+        self, error: BaseException, kind: retry.Classification, attempts: int, what: str, filename: str | None
+    ) -> TransientError:
+        """:meth:`_exhausted` for a call to the Hub itself; an unreachable Hub is remembered for the session."""
+        if self.remembers_outages and (kind.status is None or kind.status >= 500):
+            outage.remember(self.repo.cache_dir, self.session, _hub(), _cause(kind))
+        return self._exhausted(error, kind, attempts, what, filename)
+
+    def _unreachable(self, down: outage.Outage, what: str) -> TransientError:
+        """The give-up of a call not even tried: the session found the Hub unreachable moments ago."""
+        return TransientError(
+            f"Gave up on {what} of {self.request.label} at {down.endpoint} without trying: this test session "
+            f"could not reach it {down.age():.0f} s ago (last cause {down.cause}); it is asked again "
+            f"{outage.RECHECK_AFTER:.0f} s after that. The Hub or the network is failing; retry later.",
+            attempts=0,
+            repo_id=self.request.repo_id,
+            revision=self.request.revision,
+        )
+
     def _check_space(self, needed: list[ExpectedFile]) -> None:
         """Refuse, before the first byte, a download the cache's filesystem cannot take."""
         want = [space.need(self.repo, self.request.label, needed)]
@@ -552,7 +598,7 @@ class _Engine:
         client = f" ({retrier} had already retried it with its own backoff)" if kind.client_retried else ""
         tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
         return TransientError(
-            f"Gave up on {what} of {self.request.label}{where} after {tries}{client}: last cause "
+            f"Gave up on {what} of {self.request.label}{where} at {_endpoint(error)} after {tries}{client}: last cause "
             f"{_cause(kind)}. The Hub or the network is failing; retry later"
             + ("." if kind.client_retried else " or raise --hf-retries."),
             attempts=attempts,
@@ -990,6 +1036,21 @@ def _cause(kind: retry.Classification) -> str:
     decisive = kind.decisive
     name = type(decisive).__name__ if decisive is not None else "error"
     return f"{name} (HTTP {kind.status})" if kind.status else name
+
+
+def _hub() -> str:
+    """The Hub endpoint in use (``HF_ENDPOINT``), read at call time."""
+    return outage.origin_of(constants.ENDPOINT)
+
+
+def _endpoint(error: BaseException) -> str:
+    """The origin a failed request was sent to (the Hub, its CDN or the CAS), else the Hub endpoint."""
+    for link in retry.chain(error):
+        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
+            url = retry.safe_attr(holder, "url")
+            if url is not None and str(url).startswith(("http://", "https://")):
+                return outage.origin_of(url)
+    return _hub()
 
 
 def _failed_file(error: BaseException) -> str | None:

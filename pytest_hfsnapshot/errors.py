@@ -70,6 +70,16 @@ class TransientError(HfSnapshotError):
         self.filename = filename
 
 
+class RateLimitError(TransientError):
+    """The Hub's rate-limit window resets later than the configured cap allows waiting."""
+
+    def __init__(self, message: str, *, endpoint: str, wait: float, cap: float) -> None:
+        super().__init__(message, attempts=0)
+        self.endpoint = endpoint
+        self.wait = wait
+        self.cap = cap
+
+
 class OfflineMissingError(HfSnapshotError):
     """Offline mode is on and the snapshot is not fully cached; ``missing`` lists what is absent."""
 
@@ -153,6 +163,7 @@ __all__ = [
     "InvalidRequestError",
     "LockTimeoutError",
     "OfflineMissingError",
+    "RateLimitError",
     "RevisionNotFoundError",
     "TransientError",
     "UnsafeCacheError",

@@ -34,6 +34,8 @@ class Options:
     manifest: Path | None
     #: Refuse, before transferring, a snapshot the cache's free space cannot take (``--hf-no-space-check``: off).
     space_check: bool = True
+    #: Longest wait, in seconds, for one rate-limit window of the Hub to reset.
+    max_rate_wait: float = 300.0
 
     def effective_cache_dir(self) -> Path:
         """The cache folder snapshots go to right now."""
@@ -120,6 +122,13 @@ def add_options(parser: pytest.Parser) -> None:
         False,
         action="store_true",
     )
+    add(
+        "--hf-max-rate-wait",
+        "longest wait, in seconds, for a rate-limit window of the Hub to reset before failing (default 300)",
+        "string",
+        "300",
+        metavar="SECONDS",
+    )
     parser.addini(
         "hf_prefetch",
         "snapshots --hf-prefetch-only fetches besides the selected tests' declarations (those "
@@ -186,6 +195,9 @@ def read_options(config: pytest.Config) -> Options:
         prefetch_only=flag("hf_prefetch_only"),
         manifest=path("hf_manifest"),
         space_check=not flag("hf_no_space_check"),
+        max_rate_wait=number(
+            "hf_max_rate_wait", integer=False, minimum=0, inclusive=True, wanted="a number of seconds >= 0"
+        ),
     )
 
 

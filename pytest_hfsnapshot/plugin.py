@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from . import reporting, verdicts
+from . import gate, outage, reporting, verdicts
 from .choices import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES
 from .declarations import (
     MARKERS,
@@ -72,8 +72,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         restore()
         del config.stash[_RESTORE_KEY]
     state = find_state(config)
+    if state is not None:
+        state.remove_gate()
     if state is not None and state.worker is None:
         state.failures.remove()
+        outage.remove(state.options.effective_cache_dir(), state.session_id)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -101,6 +104,14 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
     if isinstance(result, list):
         return [checked(collector, node) for node in result]
     return checked(collector, result)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Requests of the tests themselves (from_pretrained, hf_hub_download) go through the gate too.
+    state = find_state(item.config)
+    if state is not None:
+        state.install_gate(if_loaded=True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -153,6 +164,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         verbose=config.get_verbosity() > 0,
         factory_tests=state.factory_tests if not config.getini("hf_prefetch") else 0,
         failed=list(state.failed.values()),
+        rate_limited=gate.waited(state.gate_folders()),
+        unreachable=outage.endpoints(state.options.effective_cache_dir(), state.session_id),
     )
 
 

@@ -11,6 +11,7 @@ from huggingface_hub import constants as hf_constants
 from . import manifest
 from .credentials import hub_token, token_set
 from .formats import Failure, count, failure_groups, human_size, request_label
+from .gate import Waited
 from .options import Options
 from .snapshot_uses import SnapshotUse, primary_uses
 
@@ -34,11 +35,14 @@ def write_summary(
     verbose: bool,
     factory_tests: int = 0,
     failed: Collection[Failure] = (),
+    rate_limited: Waited | None = None,
+    unreachable: Sequence[str] = (),
 ) -> None:
-    """The ``hf snapshots`` section, when the session used a snapshot, met a refused access or a
-    failure, or has tests using the factory that a prefetch cannot see (``factory_tests``: their
-    number, given only when the ini option ``hf_prefetch`` is empty)."""
-    if not uses and not auth_counts and not failed and not factory_tests:
+    """The ``hf snapshots`` section, when the session used a snapshot, met a refused access, a
+    failure or a rate limit, or has tests using the factory that a prefetch cannot see
+    (``factory_tests``: their number, given only when the ini option ``hf_prefetch`` is empty)."""
+    limited = rate_limited if rate_limited is not None and rate_limited.windows else None
+    if not uses and not auth_counts and not failed and not factory_tests and limited is None:
         return
     terminalreporter.write_sep("=", "hf snapshots")
     for line in summary_lines(uses, verbose=verbose):
@@ -56,6 +60,15 @@ def write_summary(
         terminalreporter.write_line(f"Not ready: {count(len(failed), 'snapshot')}")
         for labels, text in failure_groups(sorted(failed, key=lambda failure: failure[:3])):
             terminalreporter.write_line(f"  {labels}  {text}")
+    if limited is not None:
+        terminalreporter.write_line(rate_limit_line(limited))
+    unverified = sum(1 for use in primary_uses(uses) if use.snapshot.unverified_revision)
+    if unverified:
+        where = ", ".join(unreachable or [hf_constants.ENDPOINT])
+        terminalreporter.write_line(
+            f"the Hub at {where} was unreachable: {count(unverified, 'snapshot')} served from the cache "
+            "without confirming their revision"
+        )
     if factory_tests:
         terminalreporter.write_line(factory_note(factory_tests))
 
@@ -66,6 +79,14 @@ def factory_note(tests: int) -> str:
         f"hfsnapshot: {count(tests, 'test')} {'uses' if tests == 1 else 'use'} the hf_snapshots factory and the ini "
         "option hf_prefetch is empty: a prefetch (--hf-prefetch-only) cannot see factory calls, so an offline "
         "run will miss their snapshots; list them in hf_prefetch"
+    )
+
+
+def rate_limit_line(limited: Waited) -> str:
+    """How long the session waited for the Hub's rate-limit windows to reset (merged across processes)."""
+    return (
+        f"Hub rate limit: waited {limited.seconds:.1f}s for {count(limited.windows, 'window')} to reset "
+        f"({', '.join(limited.endpoints)})"
     )
 
 
@@ -139,4 +160,4 @@ def redact_report(report: pytest.TestReport | pytest.CollectReport) -> None:
         report.wasxfail = wasxfail.replace(token, "***")  # type: ignore[union-attr]
 
 
-__all__ = ["header", "redact_report", "summary_lines", "write_manifest", "write_summary"]
+__all__ = ["header", "rate_limit_line", "redact_report", "summary_lines", "write_manifest", "write_summary"]

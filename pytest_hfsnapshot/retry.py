@@ -125,9 +125,11 @@ def _status(error: BaseException) -> int | None:
 
 
 def _retry_after(error: BaseException) -> float | None:
-    headers = safe_attr(safe_attr(error, "response"), "headers")
-    if headers is None:
-        return None
+    return retry_after(safe_attr(safe_attr(error, "response"), "headers"))
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds a response's ``Retry-After`` header asks to wait, or None."""
     raw = headers.get("Retry-After") if hasattr(headers, "get") else None
     if raw is None:
         return None
@@ -135,6 +137,23 @@ def _retry_after(error: BaseException) -> float | None:
         return max(0.0, float(raw))
     except (TypeError, ValueError):
         return None
+
+
+def rate_limit_reset(headers: Any) -> float | None:
+    """Seconds until the Hub's rate-limit window resets, read from a 429's headers, or None.
+
+    ``RateLimit: "api";r=0;t=55`` first (parsed by huggingface_hub's own
+    ``parse_ratelimit_headers``), else ``Retry-After``, the order huggingface_hub's backoff uses.
+    """
+    if not hasattr(headers, "get"):
+        return None
+    from huggingface_hub import utils as hf_utils
+
+    parse = getattr(hf_utils, "parse_ratelimit_headers", None)
+    info = parse(headers) if parse is not None else None
+    if info is not None and info.remaining == 0:
+        return float(info.reset_in_seconds)
+    return retry_after(headers)
 
 
 def _is_transport(error: BaseException) -> bool:

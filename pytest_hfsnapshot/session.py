@@ -13,6 +13,7 @@ them in ``pytest_testnodedown``. From the controller's ``pytest_sessionfinish`` 
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -20,7 +21,9 @@ import warnings
 from typing import Any
 
 import pytest
+from huggingface_hub import constants as hf_constants
 
+from . import gate
 from .errors import AuthError, HfSnapshotError, HfSnapshotWarning
 from .formats import Failure, request_label
 from .options import Options
@@ -46,6 +49,16 @@ class HfSnapshotSession:
         #: The workers' uses, merged in by the controller.
         self.worker_uses: list[SnapshotUse] = []
         self.failures = SharedFailures(session_id)
+        #: The session's rate-limit gate, installed once huggingface_hub's HTTP layer is loaded.
+        self.gate = gate.Gate(
+            lambda: options.cache_dir if options.cache_dir is not None else hf_constants.HF_HUB_CACHE,
+            session_id,
+            max_wait=options.max_rate_wait,
+            cap_name="--hf-max-rate-wait",
+        )
+        self._gated = False
+        #: Gate folders the workers wrote to, merged in by the controller.
+        self.worker_gate_folders: set[str] = set()
         #: Tests that met a refused Hub access, by pytest's word for their outcome
         #: ("skipped", "xfailed", "failed", "error"; see verdicts.auth_outcome).
         self.auth_counts: dict[str, int] = {}
@@ -74,6 +87,8 @@ class HfSnapshotSession:
         # for huggingface_hub's HTTP stack.
         from .engine import materialize_request
 
+        self.install_gate()
+
         started = time.monotonic()
         try:
             snapshot = materialize_request(
@@ -86,6 +101,7 @@ class HfSnapshotSession:
                 strict=opts.strict,
                 session=self.session_id,
                 space_check=opts.space_check,
+                max_rate_wait=opts.max_rate_wait,
             )
         except HfSnapshotError as error:
             self._share_verdict(request, for_failure(request, error, opts, factory=factory))
@@ -118,6 +134,31 @@ class HfSnapshotSession:
                 verdict = self._shared_verdict(request) or for_failure(request, error, self.options, factory=factory)
         raise verdict.exception()
 
+    def install_gate(self, *, if_loaded: bool = False) -> None:
+        """Put every request huggingface_hub sends from now on through the session's gate.
+
+        ``if_loaded``: only when huggingface_hub's HTTP layer is imported already (a dict lookup:
+        a suite that never loads it pays nothing).
+        """
+        if self._gated or (if_loaded and "huggingface_hub.utils._http" not in sys.modules):
+            return
+        with self._lock:
+            if not self._gated:
+                gate.acquire(lambda: self.gate)
+                self._gated = True
+
+    def remove_gate(self) -> None:
+        """Take the gate out (each process, at its end); the controller also deletes the session's windows."""
+        if self._gated:
+            gate.release(self.gate)
+            self._gated = False
+        if self.worker is None:
+            gate.remove(self.gate_folders())
+
+    def gate_folders(self) -> set[str]:
+        """Every folder of the session's rate-limit windows (the workers' too, in the controller)."""
+        return self.gate.folders | self.worker_gate_folders
+
     def all_uses(self) -> list[SnapshotUse]:
         """This process's uses, then the workers' (those arrive in the controller only)."""
         return [*self.uses, *self.worker_uses]
@@ -138,6 +179,7 @@ class HfSnapshotSession:
             "failure_folders": sorted(self.failures.folders),
             "factory_tests": self.factory_tests,
             "failed": [[key, *failure] for key, failure in sorted(self.failed.items())],
+            "gate_folders": sorted(self.gate.folders),
         }
 
     def _share_verdict(self, request: SnapshotRequest, verdict: Verdict) -> None:
@@ -178,6 +220,7 @@ class XdistHooks:
             self.state.factory_tests = max(self.state.factory_tests, factory_tests)
         for key, label, kind, message, cause in data.get("failed", ()):
             self.state.failed.setdefault(key, (label, kind, message, cause))
+        self.state.worker_gate_folders.update(data.get("gate_folders", ()))
 
 
 _STATE_KEY = pytest.StashKey[HfSnapshotSession]()

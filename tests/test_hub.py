@@ -1226,6 +1226,70 @@ def test_slow_each_caps_every_body_on_its_own(hub: LocalHub) -> None:
     assert time.monotonic() - started < 0.25
 
 
+# -- rate limit ---------------------------------------------------------------------------
+
+
+@SERVER
+def test_rate_limit_answers_like_the_hub_once_the_window_is_spent(hub: LocalHub) -> None:
+    # A bare client: the plugin's gate (active in this test session) would hold the requests back.
+    url = f"{hub.url}/api/models/org/tiny/revision/main"
+    hub.rate_limit(2, 30, pattern="*/revision/*")
+    with HTTP.Client() as client:
+        statuses = [client.get(url).status_code for _ in range(3)]
+        refused = client.get(url)
+        other = client.get(f"{hub.url}/api/models/org/tiny/tree/main")
+
+    assert statuses == [200, 200, 429]
+    assert refused.status_code == 429
+    reset = int(refused.headers["Retry-After"])
+    assert 28 <= reset <= 30
+    assert refused.headers["RateLimit"] == f'"api";r=0;t={reset}'
+    assert refused.headers["RateLimit-Policy"] == '"fixed window";"api";q=2;w=30'
+    info = _http.parse_ratelimit_headers(refused.headers)
+    assert info is not None and (info.remaining, info.limit, info.window_seconds) == (0, 2, 30)
+    assert other.status_code == 200  # outside the pattern
+    assert hub.request_count("*/revision/*", status=429) == 2
+
+
+@SERVER
+def test_rate_limit_window_resets_and_clear_faults_lifts_it(hub: LocalHub) -> None:
+    url = f"{hub.url}/api/models/org/tiny/revision/main"
+    hub.rate_limit(1, 1)
+    with HTTP.Client() as client:
+        assert [client.get(url).status_code for _ in range(2)] == [200, 429]
+        time.sleep(1.1)
+        assert [client.get(url).status_code for _ in range(2)] == [200, 429]
+        hub.clear_faults()
+        assert client.get(url).status_code == 200
+    with pytest.raises(ValueError, match="limit"):
+        hub.rate_limit(0, 10)
+    with pytest.raises(ValueError, match="window"):
+        hub.rate_limit(1, 0)
+
+
+@SERVER
+def test_rate_limit_counts_cas_and_cdn_requests_by_their_file_alias(hub: LocalHub) -> None:
+    hub.rate_limit(1, 30, pattern="*model.safetensors")
+    with HTTP.Client() as client:
+        location = client.head(hf_hub_url("org/tiny", "model.safetensors")).headers["Location"]
+        assert client.get(location).status_code == 429  # the CDN copy of the same file
+
+    assert hub.request_count("*model.safetensors", status=429) == 1
+
+
+@SERVER
+def test_requests_carry_the_time_they_arrived(hub: LocalHub) -> None:
+    before = time.time()
+    with HTTP.Client() as client:
+        client.get(f"{hub.url}/api/models/org/tiny/revision/main")
+        client.get(f"{hub.url}/api/models/org/tiny/tree/main")
+    after = time.time()
+
+    first, second = hub.counters().records
+    assert before <= first.at <= second.at <= after
+    assert hub.requests[0] == ("GET", "/api/models/org/tiny/revision/main", 200)
+
+
 # -- counters -------------------------------------------------------------------------------
 
 

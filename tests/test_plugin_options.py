@@ -21,6 +21,7 @@ OPTIONS = [
     "--hf-prefetch-only",
     "--hf-manifest",
     "--hf-no-space-check",
+    "--hf-max-rate-wait",
 ]
 
 # A conftest hook rather than a test: a --hf-prefetch-only run runs no test.
@@ -47,7 +48,8 @@ def test_defaults(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
-            "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, space_check=True)*"
+            "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, "
+            "space_check=True, max_rate_wait=300.0)*"
         ]
     )
 
@@ -66,6 +68,7 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         "--hf-prefetch-only",
         "--hf-manifest=out/manifest.json",
         "--hf-no-space-check",
+        "--hf-max-rate-wait=0",
     )
     cache = pytester.path / "rel" / "cache"
     manifest = pytester.path / "out" / "manifest.json"
@@ -73,7 +76,7 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
             f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            "space_check=False)*"
+            "space_check=False, max_rate_wait=0.0)*"
         ]
     )
 
@@ -93,6 +96,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         hf_prefetch_only = true
         hf_manifest = m.json
         hf_no_space_check = true
+        hf_max_rate_wait = 90
         """
     )
     pytester.makeconftest(SHOW_OPTIONS)
@@ -104,7 +108,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
             f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            "space_check=False)*"
+            "space_check=False, max_rate_wait=90.0)*"
         ]
     )
 
@@ -128,6 +132,8 @@ def test_command_line_beats_ini(pytester: pytest.Pytester) -> None:
         (["--hf-lock-timeout=0"], "--hf-lock-timeout: invalid value '0'; use a number of seconds > 0"),
         (["--hf-lock-timeout=nan"], "--hf-lock-timeout: invalid value 'nan'; use a number of seconds > 0"),
         (["--hf-lock-timeout=soon"], "--hf-lock-timeout: invalid value 'soon'; use a number of seconds > 0"),
+        (["--hf-max-rate-wait=-1"], "--hf-max-rate-wait: invalid value '-1'; use a number of seconds >= 0"),
+        (["--hf-max-rate-wait=inf"], "--hf-max-rate-wait: invalid value 'inf'; use a number of seconds >= 0"),
     ],
 )
 def test_bad_command_line_value_is_a_usage_error(pytester: pytest.Pytester, args: list[str], message: str) -> None:
@@ -149,6 +155,7 @@ def test_bad_command_line_value_is_a_usage_error(pytester: pytest.Pytester, args
         ("hf_verify = crc", "ini option hf_verify: invalid value 'crc'; use one of: size, sha256"),
         ("hf_retries = lots", "ini option hf_retries: invalid value 'lots'; use an integer >= 0"),
         ("hf_lock_timeout = -3", "ini option hf_lock_timeout: invalid value '-3'; use a number of seconds > 0"),
+        ("hf_max_rate_wait = soon", "ini option hf_max_rate_wait: invalid value 'soon'; use a number of seconds >= 0"),
         ("hf_offline = perhaps", "ini option hf_offline: invalid truth value 'perhaps'"),
     ],
 )

@@ -16,7 +16,8 @@ class ServedRequest:
 
     ``path`` is the request's own percent-decoded path without query. ``aliases`` are the repo
     file paths (``/{prefix}{repo}/resolve/{commit}/{path}``) a CDN or CAS request was for.
-    ``origin`` is ``"hub"``, ``"cdn"`` or ``"cas"``; ``body_bytes`` the body bytes written.
+    ``origin`` is ``"hub"``, ``"cdn"`` or ``"cas"``; ``body_bytes`` the body bytes written;
+    ``at`` when the request arrived (``time.time()``).
     """
 
     origin: str
@@ -25,6 +26,7 @@ class ServedRequest:
     status: int
     body_bytes: int = 0
     aliases: tuple[str, ...] = ()
+    at: float = 0.0
 
     def matches(self, pattern: str) -> bool:
         """Whether ``pattern`` (``fnmatch.fnmatchcase``) matches the path or one of its aliases."""
@@ -72,6 +74,7 @@ class Entry:
     status: int
     aliases: tuple[str, ...]
     body_bytes: int = 0
+    at: float = 0.0
 
 
 @dataclass
@@ -81,8 +84,10 @@ class RequestLog:
     _entries: list[Entry] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, origin: str, method: str, path: str, status: int, aliases: tuple[str, ...]) -> Entry:
-        entry = Entry(origin, method, path, status, aliases)
+    def record(
+        self, origin: str, method: str, path: str, status: int, aliases: tuple[str, ...], at: float = 0.0
+    ) -> Entry:
+        entry = Entry(origin, method, path, status, aliases, at=at)
         with self._lock:
             self._entries.append(entry)
         return entry
@@ -95,7 +100,8 @@ class RequestLog:
         with self._lock:
             return HubCounters(
                 tuple(
-                    ServedRequest(e.origin, e.method, e.path, e.status, e.body_bytes, e.aliases) for e in self._entries
+                    ServedRequest(e.origin, e.method, e.path, e.status, e.body_bytes, e.aliases, e.at)
+                    for e in self._entries
                 )
             )
 

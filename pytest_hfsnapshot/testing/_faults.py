@@ -1,4 +1,4 @@
-"""The local Hub's fault plan (fail, cut, corrupt) and body pacing (slow), for every origin it serves.
+"""The local Hub's fault plan (fail, cut, corrupt, rate limits) and body pacing (slow), for every origin it serves.
 
 A request is matched by its own percent-decoded path and by its aliases (the repo file a CDN or
 CAS request is for, as ``/{prefix}{repo}/resolve/{commit}/{path}``), so one pattern reaches a
@@ -8,13 +8,14 @@ file whichever way the client fetches it.
 from __future__ import annotations
 
 import fnmatch
+import math
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Fault", "FaultPlan", "Pacer", "matches"]
+__all__ = ["Fault", "FaultPlan", "Pacer", "RateLimit", "matches"]
 
 FaultKind = Literal["fail", "cut", "corrupt"]
 
@@ -38,12 +39,66 @@ class Fault:
     after_bytes: int = 0
 
 
+@dataclass
+class RateLimit:
+    """A fixed-window rate limit: ``limit`` requests matching ``pattern`` per ``window`` seconds.
+
+    A window opens at the first matching request after the previous one closed, as each
+    client's own window does on huggingface.co; refused requests count too.
+    """
+
+    pattern: str
+    limit: int
+    window: float
+    resource: str = "api"
+    opened: float = -math.inf
+    used: int = 0
+
+    def admit(self, now: float) -> int | None:
+        """Count one matching request; None when admitted, else the whole seconds until the window resets."""
+        if now >= self.opened + self.window:
+            self.opened, self.used = now, 0
+        self.used += 1
+        if self.used <= self.limit:
+            return None
+        return max(1, math.ceil(self.opened + self.window - now))
+
+    def headers(self, reset: int) -> dict[str, str]:
+        """The headers huggingface.co puts on a 429."""
+        return {
+            "RateLimit": f'"{self.resource}";r=0;t={reset}',
+            "RateLimit-Policy": f'"fixed window";"{self.resource}";q={self.limit};w={self.window:g}',
+            "Retry-After": str(reset),
+        }
+
+
 class FaultPlan:
     """Fault entries in the order added; each request uses the first one that matches and is not used up."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
+        self._limits: list[RateLimit] = []
+
+    def add_rate_limit(self, limit: RateLimit) -> None:
+        if limit.limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit.limit}")
+        if not limit.window > 0:
+            raise ValueError(f"window must be positive, got {limit.window}")
+        with self._lock:
+            self._limits.append(limit)
+
+    def rate_limited(self, paths: Sequence[str]) -> dict[str, str] | None:
+        """Count the request against every rate limit it matches: the 429's headers if one refuses it."""
+        refusal: dict[str, str] | None = None
+        with self._lock:
+            now = time.monotonic()
+            for limit in self._limits:
+                if matches(limit.pattern, paths):
+                    reset = limit.admit(now)
+                    if reset is not None and refusal is None:
+                        refusal = limit.headers(reset)
+        return refusal
 
     def add(self, fault: Fault) -> None:
         if fault.remaining < 1:
@@ -73,6 +128,7 @@ class FaultPlan:
     def clear(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._limits.clear()
 
 
 class Pacer:

@@ -41,10 +41,14 @@ class Exchange:
         self, origin: Origin, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
     ) -> tuple[Reply, Fault | None, Entry]:
         """The reply to one request, the body fault to apply to it, and its counter entry."""
+        arrived = time.time()
         path = unquote(raw_path)
         aliases = self.routes.aliases(origin, raw_path, query, headers)
-        fault = self.faults.take(method, (path, *aliases), with_body=False)
-        if fault is not None:
+        refusal = self.faults.rate_limited((path, *aliases))
+        fault = None if refusal is not None else self.faults.take(method, (path, *aliases), with_body=False)
+        if refusal is not None:
+            reply = error_reply(429, None, f"local Hub: rate limit reached for {path}", refusal)
+        elif fault is not None:
             extra = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             message = f"local Hub: injected {fault.status} for {path}"
             reply = error_reply(fault.status, fault.error_code, message, extra)
@@ -56,7 +60,7 @@ class Exchange:
                 reply = error_reply(500, None, f"local Hub error: {exc!r}")
             if method != "HEAD" and reply.body and 200 <= reply.status < 300:
                 fault = self.faults.take(method, (path, *aliases), with_body=True)
-        entry = self.log.record(origin, method, path, reply.status, aliases)
+        entry = self.log.record(origin, method, path, reply.status, aliases, at=arrived)
         return reply, fault, entry
 
     def write(self, write: Callable[[bytes], object], entry: Entry, body: bytes) -> None:
@@ -142,6 +146,9 @@ class Servers:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # The default backlog (5) drops the SYNs of a burst of new connections (many workers resuming
+    # at once), which the kernel sends again only a second later: requests then arrive late.
+    request_queue_size = 128
     exchange: Exchange
     servers: Servers
     origin: Origin

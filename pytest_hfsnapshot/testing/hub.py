@@ -64,7 +64,9 @@ and commit), so ``fail("*model.safetensors", 503)`` fails the file whichever way
 fetches it. Each request first looks for a ``fail`` entry (HEAD included); one that fails gets
 no other fault. Otherwise a 2xx response with a non-empty body (not HEAD, not an error answer)
 looks for a ``cut``/``corrupt`` entry. Within each kind the first entry added that matches and
-is not used up is used, and counts one use. ``slow`` paces the bodies of every origin together.
+is not used up is used, and counts one use. ``rate_limit`` is looked at before either: a request
+it refuses gets a 429 like huggingface.co's and no other fault. ``slow`` paces the bodies of every
+origin together. Each record of ``counters()`` carries the time its request arrived (``at``).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ from ..request import is_commit
 from ._cas import XetStore, import_hf_xet
 from ._client import ClientPatches, client_patches, close_client_session
 from ._counters import HubCounters, RequestLog, ServedRequest
-from ._faults import Fault, FaultPlan, Pacer
+from ._faults import Fault, FaultPlan, Pacer, RateLimit
 from ._repos import LFS_SUFFIXES, LFS_THRESHOLD, Blob, Repos, check_repo, git_blob_sha1, is_lfs
 from ._routes import Routes
 from ._server import CDN_HOST, Exchange, Servers
@@ -339,8 +341,20 @@ class LocalHub:
         """Cap each body on its own at ``bytes_per_second``, as a real link limits each stream; ``None``: off."""
         self._pacer.set_each(_rate(bytes_per_second))
 
+    def rate_limit(self, limit: int, window: float, pattern: str = "*", *, resource: str = "api") -> None:
+        """Refuse requests matching ``pattern`` beyond ``limit`` per fixed ``window`` of seconds, as the Hub does.
+
+        A window opens at the first matching request (after the last one closed); every matching
+        request counts, refused ones too. A refused request gets 429 with
+        ``RateLimit: "{resource}";r=0;t=<seconds to the reset>``,
+        ``RateLimit-Policy: "fixed window";"{resource}";q={limit};w={window}`` and
+        ``Retry-After`` (the same seconds), and no other fault. Matching as for ``fail``; several
+        limits may apply to one request. ``clear_faults`` lifts them.
+        """
+        self._faults.add_rate_limit(RateLimit(pattern, limit, window, resource))
+
     def clear_faults(self) -> None:
-        """Forget every pending fail/cut/corrupt entry and turn pacing (``slow``, ``slow_each``) off."""
+        """Forget every pending fail/cut/corrupt entry and rate limit, and turn pacing (``slow``, ``slow_each``) off."""
         self._faults.clear()
         self._pacer.set_rate(None)
         self._pacer.set_each(None)

@@ -1,0 +1,249 @@
+"""The session's rate-limit gate: after a 429 that says when its window resets, nothing of the
+session is sent to that endpoint until then; without a 429 it adds nothing.
+
+Times come from the local Hub's request log (``at``, when each request arrived): the facts are
+orderings of requests against the window a 429 announced.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+
+from pytest_hfsnapshot import gate, materialize
+from pytest_hfsnapshot.testing.hub import LocalHub, ServedRequest
+
+pytest.importorskip("xdist")
+
+REPO = "org/limited"
+CONFIG = '{"model_type": "bert"}'
+
+
+def _file_requests(hub: LocalHub) -> list[ServedRequest]:
+    """The requests to the Hub's file endpoint (resolve), in arrival order."""
+    records = [r for r in hub.counters().records if r.origin == "hub" and not r.path.startswith("/api/")]
+    return sorted(records, key=lambda r: r.at)
+
+
+def test_a_429_on_a_file_head_is_not_sent_again_before_the_reset(local_hub: LocalHub) -> None:
+    # One file, so one HEAD: nothing else of the call can be in flight when the 429 comes.
+    local_hub.add_repo(REPO, {"config.json": CONFIG})
+    local_hub.fail("*/resolve/*/config.json", 429, retry_after=2, method="HEAD")
+
+    snap = materialize(REPO, retries=2)
+
+    assert snap.source == "download"
+    refused, *after = _file_requests(local_hub)
+    assert (refused.method, refused.status) == ("HEAD", 429)
+    assert after and all(r.at >= refused.at + 2 for r in after), [(r.method, r.at - refused.at) for r in after]
+    assert local_hub.request_count("*/resolve/*", status=429) == 1
+
+
+def test_the_window_holds_only_its_endpoint(local_hub: LocalHub) -> None:
+    local_hub.add_repo(REPO, {"config.json": CONFIG})
+    installed = gate.active()
+    assert installed is not None  # the plugin's, for this test session
+    installed.record(gate.endpoint_of(f"{local_hub.url}/org/x/resolve/main/a"), 5)
+
+    info = huggingface_hub.HfApi().model_info(REPO)  # the API is another endpoint: not held
+
+    assert info.sha is not None
+
+
+@pytest.mark.transports("xet")
+def test_a_reset_past_the_cap_fails_at_once_naming_the_limit(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    local_hub.add_repo(REPO, {"config.json": CONFIG})
+    local_hub.rate_limit(1, 120, pattern="*/revision/*")
+    huggingface_hub.HfApi().model_info(REPO, revision="main")  # the window's only request
+    pytester.makepyfile(f"def test_it(hf_snapshots):\n    hf_snapshots({REPO!r})\n")
+
+    result = pytester.runpytest_subprocess(
+        f"--hf-cache-dir={local_hub.cache_dir}", "-p", "no:cacheprovider", "--hf-max-rate-wait=5"
+    )
+
+    result.assert_outcomes(failed=1)
+    result.stdout.no_fnmatch_line("*waiting 1?? s until*")
+    result.stdout.fnmatch_lines(
+        [
+            f"*RateLimitError: The Hub rate-limited this session at {local_hub.url}/api (its limit: 1 "
+            '"api" requests per 120 s): its window resets in 1?? s, longer than --hf-max-rate-wait=5 s allows '
+            "waiting. Run again later, raise --hf-max-rate-wait, or set HF_TOKEN (signed-in requests get higher "
+            "limits).*"
+        ]
+    )
+    assert local_hub.request_count("*/revision/*", status=429) == 1  # not sent again
+
+
+def test_warm_paths_send_nothing_and_a_cold_run_nothing_extra(local_hub: LocalHub) -> None:
+    files = {"config.json": CONFIG, "model.safetensors": b"\x01" * 4096, "vocab.txt": "a\nb\n"}
+    commit = local_hub.add_repo(REPO, files)
+    assert gate.active() is not None
+
+    materialize(REPO, revision=commit)
+    cold = local_hub.requests
+    local_hub.reset_counters()
+    warm = materialize(REPO, revision=commit)
+
+    assert warm.source == "cache"
+    assert local_hub.requests == []
+    # The gate sends nothing of its own: every request is one of the client's protocol.
+    assert all(
+        p.startswith(("/api/models/org/limited/", "/org/limited/resolve/", "/v", "/xorbs/", "/cdn/"))
+        for _, p, _ in cold
+    )
+
+
+def test_summary_says_how_long_the_session_waited(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    local_hub.add_repo(REPO, {"config.json": CONFIG})
+    local_hub.fail("*/resolve/*/config.json", 429, retry_after=1, method="HEAD")
+    pytester.makepyfile(
+        f"""
+        def test_it(hf_snapshots):
+            assert hf_snapshots({REPO!r}).files == ("config.json",)
+        """
+    )
+    result = pytester.runpytest_subprocess(f"--hf-cache-dir={local_hub.cache_dir}", "-p", "no:cacheprovider")
+
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*= hf snapshots =*", f"Hub rate limit: waited 1.?s for 1 window to reset ({local_hub.url})"]
+    )
+    assert not (local_hub.cache_dir / ".locks" / "hfsnapshot" / "gate").exists() or not any(
+        (local_hub.cache_dir / ".locks" / "hfsnapshot" / "gate").iterdir()
+    )
+
+
+def test_workers_send_nothing_into_a_window_after_its_first_429(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    repos = [f"org/r{n}" for n in range(8)]
+    for repo in repos:
+        local_hub.add_repo(repo, {"config.json": CONFIG, **{f"f{k}.txt": f"{repo} {k}" for k in range(5)}})
+    window = 3
+    local_hub.rate_limit(12, window, pattern="*/resolve/*")
+    pytester.makepyfile(
+        "\n".join(
+            f"def test_{n}(hf_snapshots):\n    assert len(hf_snapshots('org/r{n}').files) == 6\n" for n in range(8)
+        )
+    )
+    result = pytester.runpytest_subprocess(f"--hf-cache-dir={local_hub.cache_dir}", "-p", "no:cacheprovider", "-n", "4")
+
+    result.assert_outcomes(passed=8)
+    late = into_windows(_file_requests(local_hub), window, in_flight=0.5)
+    assert local_hub.request_count("*/resolve/*", status=429) >= 1
+    assert late == [], late
+
+
+def into_windows(records: list[ServedRequest], window: float, *, in_flight: float) -> list[tuple[str, float]]:
+    """Requests that arrived in a closed window more than ``in_flight`` seconds after its first 429.
+
+    The windows are replayed from the log the way the local Hub opens them (at the first request
+    after the last one closed); a request sent before the 429 reached its process may still be
+    on its way, hence the slack.
+    """
+    late: list[tuple[str, float]] = []
+    opened, first_429 = float("-inf"), None
+    for record in records:
+        if record.at >= opened + window:
+            opened, first_429 = record.at, None
+        if first_429 is not None and record.at > first_429 + in_flight:
+            late.append((record.path, round(record.at - first_429, 3)))
+        if record.status == 429 and first_429 is None:
+            first_429 = record.at
+    return late
+
+
+def test_the_gate_chains_the_users_factory_and_is_gone_after_the_session(
+    pytester: pytest.Pytester, local_hub: LocalHub
+) -> None:
+    local_hub.add_repo(REPO, {"config.json": CONFIG})
+    pytester.makepyfile(
+        test_it=f"""
+        from huggingface_hub.utils import _http
+        from pytest_hfsnapshot import gate
+
+        def test_it(hf_snapshots):
+            hf_snapshots({REPO!r})
+            client = _http.get_session()
+            assert gate.active().before in client.event_hooks["request"]
+            assert client.headers["x-mine"] == "1"  # made by the user's factory
+        """
+    )
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import pytest
+        import huggingface_hub
+        from huggingface_hub.utils import _http
+
+        def mine():
+            client = _http.default_client_factory()
+            client.headers["x-mine"] = "1"
+            return client
+
+        huggingface_hub.set_client_factory(mine)
+        code = pytest.main(["-q", "-p", "no:cacheprovider", "--hf-cache-dir={local_hub.cache_dir}", "test_it.py"])
+        assert _http._GLOBAL_CLIENT_FACTORY is mine, _http._GLOBAL_CLIENT_FACTORY
+        from pytest_hfsnapshot import gate
+        assert gate.active() is None
+        assert _http.get_session().event_hooks["request"] == mine().event_hooks["request"]
+        print("RESTORED")
+        sys.exit(code)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=pytester.path, capture_output=True, text=True, timeout=120
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "RESTORED" in done.stdout
+
+
+def test_prefetch_threads_share_the_gate(tmp_path: Path, local_hub: LocalHub) -> None:
+    repos = [f"org/p{n}" for n in range(4)]
+    for repo in repos:
+        local_hub.add_repo(repo, {"config.json": CONFIG, "vocab.txt": f"{repo}\n"})
+    window = 3
+    local_hub.rate_limit(3, window, pattern="*/resolve/*")
+    args = [a for repo in repos for a in ("--repo", repo)]
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_hfsnapshot", "prefetch", *args, "--workers", "4"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert local_hub.request_count("*/resolve/*", status=429) >= 1
+    assert into_windows(_file_requests(local_hub), window, in_flight=0.5) == []
+    assert not any((local_hub.cache_dir / ".locks" / "hfsnapshot" / "gate").glob("*/*.json"))
+
+
+def test_materialize_outside_pytest_has_a_gate_for_the_call(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        from huggingface_hub.utils import _http
+        from pytest_hfsnapshot import gate, materialize
+        from pytest_hfsnapshot.testing.hub import LocalHub
+
+        before = _http._GLOBAL_CLIENT_FACTORY
+        with LocalHub() as hub, hub.configure_client("cache") as cache:
+            hub.add_repo("org/limited", {"config.json": "{}"})
+            hub.fail("*/resolve/*/config.json", 429, retry_after=2, method="HEAD")
+            materialize("org/limited")
+            files = sorted((r for r in hub.counters().records if "/resolve/" in r.path), key=lambda r: r.at)
+            assert files[0].status == 429 and all(r.at >= files[0].at + 2 for r in files[1:]), files
+            assert not list((cache / ".locks" / "hfsnapshot" / "gate").glob("*/*.json"))
+        assert gate.active() is None and _http._GLOBAL_CLIENT_FACTORY is before
+        print("GATED")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "GATED" in done.stdout
