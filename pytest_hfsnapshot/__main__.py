@@ -88,6 +88,7 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     from .errors import InvalidRequestError
     from .prefetch import prefetch, report_lines, stream_display
     from .request import SnapshotRequest
+    from .settings import Settings
     from .snapshot import Snapshot
     from .space import Need
     from .specs import parse_spec
@@ -107,18 +108,19 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     session = "prefetch-" + uuid.uuid4().hex[:16]
     cache_dir = options.cache_dir or constants.HF_HUB_CACHE
 
+    settings = Settings(
+        cache_dir=options.cache_dir,
+        verify=options.verify,
+        offline=True if options.offline else None,
+        session=session,
+        space_check=not options.no_space_check,
+    )
+
     def fetch(request: SnapshotRequest) -> Snapshot:
-        return materialize_request(
-            request,
-            cache_dir=options.cache_dir,
-            verify=options.verify,
-            offline=True if options.offline else None,
-            space_check=not options.no_space_check,
-            session=session,
-        )
+        return materialize_request(request, settings)
 
     def plan(request: SnapshotRequest) -> Need:
-        return plan_request(request, cache_dir=options.cache_dir)
+        return plan_request(request, settings)
 
     checked = not (options.offline or options.no_space_check or constants.HF_HUB_OFFLINE)
     display = stream_display(sys.stdout)

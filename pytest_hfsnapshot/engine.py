@@ -25,7 +25,7 @@ import stat
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import unquote
 
 from filelock import FileLock, Timeout
@@ -35,6 +35,7 @@ from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defin
 
 from . import gate, outage, refusals, retry, space
 from .cache import XET_HASH_RE, RepoCache, atomic_write_json, read_json
+from .choices import VerifyMode
 from .credentials import token_set
 from .errors import (
     AuthError,
@@ -51,6 +52,7 @@ from .errors import (
 )
 from .locking import RepoLock
 from .request import SnapshotRequest, is_commit
+from .settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings
 from .snapshot import Snapshot, Source
 from .verify import ExpectedFile, check_file, hash_mismatches, linked_blob_name
 
@@ -81,15 +83,15 @@ def materialize(
     repo_type: str = "model",
     metadata_only: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
-    verify: Literal["size", "sha256"] = "size",
-    retries: int = 5,
-    lock_timeout: float = 900.0,
+    verify: VerifyMode = "size",
+    retries: int = DEFAULT_RETRIES,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     offline: bool | None = None,
     strict: bool = False,
     session: str | None = None,
     token: str | bool | None = None,
     space_check: bool = True,
-    max_rate_wait: float = gate.DEFAULT_MAX_WAIT,
+    max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
 ) -> Snapshot:
     """Return a verified :class:`Snapshot` of ``repo_id`` at ``revision``, downloading at most once per cache.
 
@@ -130,8 +132,7 @@ def materialize(
         repo_type=repo_type,
         metadata_only=metadata_only,
     )
-    return materialize_request(
-        request,
+    settings = Settings(
         cache_dir=cache_dir,
         verify=verify,
         retries=retries,
@@ -143,117 +144,53 @@ def materialize(
         space_check=space_check,
         max_rate_wait=max_rate_wait,
     )
+    return materialize_request(request, settings)
 
 
-def materialize_request(
-    request: SnapshotRequest,
-    *,
-    cache_dir: str | os.PathLike[str] | None = None,
-    verify: Literal["size", "sha256"] = "size",
-    retries: int = 5,
-    lock_timeout: float = 900.0,
-    offline: bool | None = None,
-    strict: bool = False,
-    session: str | None = None,
-    token: str | bool | None = None,
-    space_check: bool = True,
-    max_rate_wait: float = gate.DEFAULT_MAX_WAIT,
-) -> Snapshot:
-    """:func:`materialize` for an already validated :class:`~pytest_hfsnapshot.request.SnapshotRequest`."""
-    repo_id = request.repo_id
-    if verify not in ("size", "sha256"):
-        raise InvalidRequestError(f"verify={verify!r} is not valid: use 'size' or 'sha256'.", repo_id=repo_id)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise InvalidRequestError(f"retries={retries!r} is not valid: give a whole number >= 0.", repo_id=repo_id)
-    if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float) or not lock_timeout > 0:
-        raise InvalidRequestError(
-            f"lock_timeout={lock_timeout!r} is not valid: give a number of seconds > 0.", repo_id=repo_id
-        )
-    if isinstance(max_rate_wait, bool) or not isinstance(max_rate_wait, int | float) or not max_rate_wait >= 0:
-        raise InvalidRequestError(
-            f"max_rate_wait={max_rate_wait!r} is not valid: give a number of seconds >= 0.", repo_id=repo_id
-        )
-    if session is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", session):
-        raise InvalidRequestError(f"session={session!r} is not valid: use letters, digits, '_', '.', '-'.")
-    engine = _Engine(
-        request,
-        cache_dir=cache_dir if cache_dir is not None else constants.HF_HUB_CACHE,
-        verify=verify,
-        retries=retries,
-        lock_timeout=float(lock_timeout),
-        offline=constants.HF_HUB_OFFLINE if offline is None else offline,
-        strict=strict,
-        session=session,
-        token=token,
-        space_check=space_check,
-        max_rate_wait=max_rate_wait,
-    )
-    snapshot = engine.run()
+def materialize_request(request: SnapshotRequest, settings: Settings | None = None) -> Snapshot:
+    """:func:`materialize` for an already validated request, made with ``settings`` (default: the defaults)."""
+    snapshot = _Engine(request, settings or Settings()).run()
     for pattern in request.unmatched_allow_patterns(snapshot.files):
         log.warning("hfsnapshot: %s", request.unmatched_pattern_message(pattern))
     return snapshot
 
 
-def plan_request(
-    request: SnapshotRequest,
-    *,
-    cache_dir: str | os.PathLike[str] | None = None,
-    session: str | None = None,
-    token: str | bool | None = None,
-) -> space.Need:
+def plan_request(request: SnapshotRequest, settings: Settings | None = None) -> space.Need:
     """What :func:`materialize_request` would fetch for ``request`` now, without transferring a file.
 
     It resolves a branch and takes the listing as that call would, and leaves both where that
     call finds them (the session's resolution, or this process's; the client's tree cache), so
     planning first costs no extra request. Transient failures are not retried here: the call
-    that follows retries them and says what failed.
+    that follows retries them and says what failed. Only ``settings``' cache, session and token
+    matter.
     """
-    engine = _Engine(
-        request,
-        cache_dir=cache_dir if cache_dir is not None else constants.HF_HUB_CACHE,
-        verify="size",
-        retries=0,
-        lock_timeout=900.0,
-        offline=False,
-        strict=False,
-        session=session,
-        token=token,
-    )
+    base = settings or Settings()
+    planning = Settings(cache_dir=base.cache_dir, retries=0, offline=False, session=base.session, token=base.token)
+    engine = _Engine(request, planning)
     # One unretried try is no verdict on the Hub: the call that follows spends the real budget.
     engine.remembers_outages = False
     return engine.plan()
 
 
 class _Engine:
-    def __init__(
-        self,
-        request: SnapshotRequest,
-        *,
-        cache_dir: str | os.PathLike[str],
-        verify: str,
-        retries: int,
-        lock_timeout: float,
-        offline: bool,
-        strict: bool,
-        session: str | None,
-        token: str | bool | None,
-        space_check: bool = True,
-        max_rate_wait: float = gate.DEFAULT_MAX_WAIT,
-    ) -> None:
+    def __init__(self, request: SnapshotRequest, settings: Settings) -> None:
+        settings = settings.resolved()
+        assert settings.cache_dir is not None and settings.offline is not None
         self.request = request
-        self.max_rate_wait = max_rate_wait
-        self.repo = RepoCache(cache_dir, request.repo_id, request.repo_type)
-        self.verify = verify
-        self.retries = retries
-        self.lock_timeout = lock_timeout
-        self.offline = offline
-        self.strict = strict
-        self.session = session
-        self.token = token
-        self.space_check = space_check
+        self.settings = settings
+        self.repo = RepoCache(settings.cache_dir, request.repo_id, request.repo_type)
+        self.verify = settings.verify
+        self.retries = settings.retries
+        self.lock_timeout = settings.lock_timeout
+        self.offline = settings.offline
+        self.strict = settings.strict
+        self.session = settings.session
+        self.token = settings.token
+        self.space_check = settings.space_check
+        self.max_rate_wait = settings.max_rate_wait
         self.started = time.monotonic()
         self.lock_wait = 0.0
-        self.backoff = retry.Backoff(retries=retries, deadline=self.started + RETRY_DEADLINE)
+        self.backoff = retry.Backoff(retries=self.retries, deadline=self.started + RETRY_DEADLINE)
         self.planted = False
         #: Whether giving up on the Hub itself makes the session remember an outage (see outage.py).
         self.remembers_outages = True

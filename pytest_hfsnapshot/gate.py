@@ -42,6 +42,7 @@ from filelock import FileLock
 
 from .cache import atomic_write_json, own_dir, read_json
 from .errors import HfSnapshotError, RateLimitError
+from .settings import DEFAULT_MAX_RATE_WAIT
 
 if TYPE_CHECKING:
     from .retry import Classification
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pytest_hfsnapshot")
 
 #: The longest wait for one window to reset, by default: the bound on one call's retries.
-DEFAULT_MAX_WAIT = 300.0
+DEFAULT_MAX_WAIT = DEFAULT_MAX_RATE_WAIT
 # Two 429s of one window give resets a second apart at most (the Hub rounds t to seconds).
 _SAME_WINDOW = 1.5
 

@@ -13,6 +13,7 @@ from huggingface_hub import constants as hf_constants
 
 from .choices import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES, AuthAction, MissingAction, VerifyMode
 from .offline import env_offline
+from .settings import DEFAULT_MAX_RATE_WAIT, Settings
 
 _Choice = TypeVar("_Choice", bound=str)
 
@@ -35,7 +36,21 @@ class Options:
     #: Refuse, before transferring, a snapshot the cache's free space cannot take (``--hf-no-space-check``: off).
     space_check: bool = True
     #: Longest wait, in seconds, for one rate-limit window of the Hub to reset.
-    max_rate_wait: float = 300.0
+    max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
+
+    def settings(self, session: str) -> Settings:
+        """How this run's snapshots are made, for the processes of test session ``session``."""
+        return Settings(
+            cache_dir=self.cache_dir,
+            verify=self.verify,
+            retries=self.retries,
+            lock_timeout=self.lock_timeout,
+            offline=True if self.offline else None,
+            strict=self.strict,
+            session=session,
+            space_check=self.space_check,
+            max_rate_wait=self.max_rate_wait,
+        )
 
     def effective_cache_dir(self) -> Path:
         """The cache folder snapshots go to right now."""

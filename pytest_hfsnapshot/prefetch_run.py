@@ -80,7 +80,7 @@ def planner(state: HfSnapshotSession) -> Callable[[SnapshotRequest], Need] | Non
     from .engine import plan_request  # a prefetch run needs the engine anyway
 
     def plan(request: SnapshotRequest) -> Need:
-        return plan_request(request, cache_dir=options.cache_dir, session=state.session_id)
+        return plan_request(request, options.settings(state.session_id))
 
     return plan
 

@@ -91,18 +91,7 @@ class HfSnapshotSession:
 
         started = time.monotonic()
         try:
-            snapshot = materialize_request(
-                request,
-                cache_dir=opts.cache_dir,
-                verify=opts.verify,
-                retries=opts.retries,
-                lock_timeout=opts.lock_timeout,
-                offline=True if opts.offline else None,
-                strict=opts.strict,
-                session=self.session_id,
-                space_check=opts.space_check,
-                max_rate_wait=opts.max_rate_wait,
-            )
+            snapshot = materialize_request(request, opts.settings(self.session_id))
         except HfSnapshotError as error:
             self._share_verdict(request, for_failure(request, error, opts, factory=factory))
             if not isinstance(error, AuthError):
