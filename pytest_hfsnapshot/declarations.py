@@ -9,16 +9,18 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 from .credentials import hub_token
 from .errors import InvalidRequestError
-from .request import SnapshotRequest
+from .request import RequestKeywords, SnapshotRequest
 from .session import state_of
 from .snapshot import Snapshot
-from .specs import REQUEST_KEYWORDS
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 NO_TOKEN_REASON = "needs a Hugging Face Hub token: set HF_TOKEN (or run `hf auth login`)"
 #: The markers' lines for ``config.addinivalue_line("markers", ...)``.
@@ -33,34 +35,22 @@ MARKERS = (
 _REQUEST_ATTR = "hfsnapshot_request"
 
 
-def snapshot_fixture(
-    repo_id: str,
-    revision: str = "main",
-    allow_patterns: str | Sequence[str] | None = None,
-    ignore_patterns: str | Sequence[str] | None = None,
-    repo_type: str = "model",
-    metadata_only: bool = False,
-    private: bool = False,
-) -> Callable[..., Snapshot]:
+def snapshot_fixture(repo_id: str, **keywords: Unpack[RequestKeywords]) -> Callable[..., Snapshot]:
     """Declare a session-scoped fixture giving a verified :class:`~pytest_hfsnapshot.Snapshot`.
+
+    Keywords, as for every declaration form (see :meth:`~pytest_hfsnapshot.request.SnapshotRequest.build`):
+    ``revision="main"``, ``allow_patterns=None``, ``ignore_patterns=None``, ``repo_type="model"``,
+    ``metadata_only=False``, ``private=False``.
 
     The fixture is named after the variable it is assigned to (``tiny_bert = snapshot_fixture(...)``
     in a conftest defines ``tiny_bert``). The declaration is validated right away: a bad repo id,
-    revision, repo type or pattern fails the import of the declaring file, naming its line.
+    revision, repo type, pattern or keyword fails the import of the declaring file, naming its line.
     """
     __tracebackhide__ = True  # the error names the declaring line; our frame adds nothing
     caller = sys._getframe(1)
     where = f"{caller.f_code.co_filename}:{caller.f_lineno}"
     try:
-        request = SnapshotRequest.build(
-            repo_id,
-            revision=revision,
-            allow_patterns=allow_patterns,
-            ignore_patterns=ignore_patterns,
-            repo_type=repo_type,
-            metadata_only=metadata_only,
-            private=private,
-        )
+        request = SnapshotRequest.from_keywords(repo_id, keywords, form="snapshot_fixture")
     except InvalidRequestError as error:
         raise InvalidRequestError(
             f"invalid snapshot_fixture(...) declared at {where}: {error}", repo_id=error.repo_id
@@ -78,18 +68,12 @@ def snapshot_fixture(
 
 def request_from_marker(marker: pytest.Mark) -> SnapshotRequest:
     """The request an ``hf_snapshot`` marker asks for; InvalidRequestError when it is malformed."""
-    unknown = sorted(set(marker.kwargs) - set(REQUEST_KEYWORDS))
-    if unknown:
-        raise InvalidRequestError(
-            f"unknown argument(s) {', '.join(unknown)}; hf_snapshot takes the repo id and "
-            f"{', '.join(REQUEST_KEYWORDS[1:])}"
-        )
     kwargs = dict(marker.kwargs)
     if len(marker.args) > 1 or (marker.args and "repo_id" in kwargs):
         raise InvalidRequestError("hf_snapshot takes one positional argument, the repo id ('org/name')")
     repo_id = marker.args[0] if marker.args else kwargs.pop("repo_id", None)
     kwargs.pop("repo_id", None)
-    return SnapshotRequest.build(repo_id, **kwargs)
+    return SnapshotRequest.from_keywords(repo_id, kwargs, form="hf_snapshot")
 
 
 def requests_for_items(items: Iterable[pytest.Item]) -> list[SnapshotRequest]:

@@ -23,9 +23,8 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from filelock import FileLock, Timeout
@@ -51,10 +50,13 @@ from .errors import (
     VerificationError,
 )
 from .locking import RepoLock
-from .request import SnapshotRequest, is_commit
+from .request import RequestKeywords, SnapshotRequest, is_commit
 from .settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings
 from .snapshot import Snapshot, Source
 from .verify import ExpectedFile, check_file, hash_mismatches, linked_blob_name
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -77,11 +79,6 @@ _resolved_here: dict[tuple[str, str, str, str], str] = {}
 def materialize(
     repo_id: str,
     *,
-    revision: str = "main",
-    allow_patterns: str | Iterable[str] | None = None,
-    ignore_patterns: str | Iterable[str] | None = None,
-    repo_type: str = "model",
-    metadata_only: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     verify: VerifyMode = "size",
     retries: int = DEFAULT_RETRIES,
@@ -92,15 +89,17 @@ def materialize(
     token: str | bool | None = None,
     space_check: bool = True,
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
+    **keywords: Unpack[RequestKeywords],
 ) -> Snapshot:
     """Return a verified :class:`Snapshot` of ``repo_id`` at ``revision``, downloading at most once per cache.
 
     Args:
         repo_id: ``"org/name"``.
-        revision: branch, tag or 40-hex commit.
-        allow_patterns / ignore_patterns: globs selecting files, as in ``snapshot_download``.
-        repo_type: ``"model"``, ``"dataset"`` or ``"space"``.
-        metadata_only: everything but weight files (see ``request.WEIGHT_PATTERNS``).
+        revision / allow_patterns / ignore_patterns / repo_type / metadata_only / private: what
+            to materialize, the keywords of every declaration form (``revision="main"``: a branch,
+            tag or 40-hex commit; globs as in ``snapshot_download``; ``repo_type="model"``,
+            ``"dataset"`` or ``"space"``; ``metadata_only=True``: everything but weight files,
+            see ``request.WEIGHT_PATTERNS``); see :meth:`~pytest_hfsnapshot.request.SnapshotRequest.build`.
         cache_dir: the huggingface_hub cache; default ``huggingface_hub.constants.HF_HUB_CACHE``.
         verify: how cached files are re-checked: ``"size"`` (stat) or ``"sha256"`` (rehash all).
             Files this call downloads are always hashed.
@@ -124,14 +123,7 @@ def materialize(
         UnverifiedRevisionError, VerificationError, UnsafeCacheError, LockTimeoutError, DiskError,
         InvalidRequestError: see :mod:`pytest_hfsnapshot.errors`.
     """
-    request = SnapshotRequest.build(
-        repo_id,
-        revision=revision,
-        allow_patterns=allow_patterns,
-        ignore_patterns=ignore_patterns,
-        repo_type=repo_type,
-        metadata_only=metadata_only,
-    )
+    request = SnapshotRequest.from_keywords(repo_id, keywords, form="materialize()")
     settings = Settings(
         cache_dir=cache_dir,
         verify=verify,

@@ -11,8 +11,8 @@ be had), :mod:`.reporting` (header, summary, manifest, redaction) and :mod:`.pre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -31,10 +31,13 @@ from .formats import human_size
 from .offline import force_offline
 from .options import Options, add_options, prefetch_only_wanted, read_options
 from .reporting import summary_lines
-from .request import SnapshotRequest
+from .request import RequestKeywords, SnapshotRequest
 from .session import HfSnapshotSession, find_state, start, state_of
 from .snapshot import Snapshot
 from .snapshot_uses import SnapshotUse, primary_uses
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _RESTORE_KEY = pytest.StashKey[Callable[[], None]]()
 
@@ -178,26 +181,9 @@ class SnapshotFactory:
     def __init__(self, config: pytest.Config) -> None:
         self._config = config
 
-    def __call__(
-        self,
-        repo_id: str,
-        *,
-        revision: str = "main",
-        allow_patterns: str | Sequence[str] | None = None,
-        ignore_patterns: str | Sequence[str] | None = None,
-        repo_type: str = "model",
-        metadata_only: bool = False,
-        private: bool = False,
-    ) -> Snapshot:
-        request = SnapshotRequest.build(
-            repo_id,
-            revision=revision,
-            allow_patterns=allow_patterns,
-            ignore_patterns=ignore_patterns,
-            repo_type=repo_type,
-            metadata_only=metadata_only,
-            private=private,
-        )
+    def __call__(self, repo_id: str, **keywords: Unpack[RequestKeywords]) -> Snapshot:
+        """The snapshot of ``repo_id``, with the keywords of every declaration form (see ``snapshot_fixture``)."""
+        request = SnapshotRequest.from_keywords(repo_id, keywords, form="hf_snapshots(...)")
         return state_of(self._config).provide(request, factory=True)
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from huggingface_hub.constants import REPO_TYPES_URL_PREFIXES
 
@@ -39,6 +40,23 @@ WEIGHT_PATTERNS: tuple[str, ...] = (
     "*.keras",
     "*.pdparams",
 )
+
+
+class RequestKeywords(TypedDict, total=False):
+    """The keywords every declaration form takes besides the repo id (``snapshot_fixture``, the
+    ``hf_snapshot`` marker, the ``hf_snapshots`` factory, ``materialize``); their defaults and
+    their validation are :meth:`SnapshotRequest.build`'s."""
+
+    revision: str
+    allow_patterns: str | Sequence[str] | None
+    ignore_patterns: str | Sequence[str] | None
+    repo_type: str
+    metadata_only: bool
+    private: bool
+
+
+#: The names of :class:`RequestKeywords`, in their documented order.
+KEYWORDS: tuple[str, ...] = tuple(RequestKeywords.__annotations__)
 
 
 @dataclass(frozen=True)
@@ -120,6 +138,16 @@ class SnapshotRequest:
             metadata_only=metadata_only,
             private=private,
         )
+
+    @classmethod
+    def from_keywords(cls, repo_id: object, keywords: Mapping[str, object], *, form: str) -> SnapshotRequest:
+        """:meth:`build` for a declaration form's keywords; an unknown one is an InvalidRequestError naming ``form``."""
+        unknown = sorted(set(keywords) - set(KEYWORDS))
+        if unknown:
+            raise InvalidRequestError(
+                f"unknown argument(s) {', '.join(unknown)}; {form} takes the repo id and {', '.join(KEYWORDS)}"
+            )
+        return cls.build(repo_id, **keywords)
 
     @property
     def pinned(self) -> bool:
