@@ -286,13 +286,11 @@ class _Engine:
         if not isinstance(recorded, bool) or not refusals.replay_refused(
             recorded_token_set=recorded, token_set=self._token_set()
         ):
-            return OfflineMissingError(
+            return self._not_cached(
                 refusals.not_replayed_message(
                     self.request.label, recorded_token_set=bool(recorded), cache_dir=str(self.repo.cache_dir)
                 ),
-                missing=(f"refs/{self.request.revision}",),
-                repo_id=self.request.repo_id,
-                revision=self.request.revision,
+                f"refs/{self.request.revision}",
             )
         return AuthError(
             f"{data.get('message', '')} (The Hub refused it during an earlier online run, and this run is offline.)",
@@ -615,14 +613,17 @@ class _Engine:
     # --- offline and unverified ---------------------------------------------------------------
     def _offline(self, commit: str | None) -> Snapshot:
         if commit is None:
-            raise OfflineMissingError(
+            raise self._not_cached(
                 f"Offline, and the cache has no usable refs/{self.request.revision} for {self.request.label} "
                 f"in {self.repo.cache_dir}. Run `pytest --hf-prefetch-only` online first, or pin a cached commit.",
-                missing=(f"refs/{self.request.revision}",),
-                repo_id=self.request.repo_id,
-                revision=self.request.revision,
+                f"refs/{self.request.revision}",
             )
         return self._cached_only(commit, unverified=False)
+
+    def _not_cached(self, message: str, *missing: str) -> OfflineMissingError:
+        return OfflineMissingError(
+            message, missing=missing, repo_id=self.request.repo_id, revision=self.request.revision
+        )
 
     def _cached_only(self, commit: str, *, unverified: bool) -> Snapshot:
         """Serve what the cache holds for ``commit`` without any network, or say what is missing."""
@@ -631,24 +632,20 @@ class _Engine:
             listing = self._listing(commit, network=False)
             what = "Offline" if self.offline else "The Hub is unreachable"
             if listing is None:
-                raise OfflineMissingError(
+                raise self._not_cached(
                     f"{what}, and the cache has no file listing for {self.request.label} (commit {commit[:12]}) "
                     f"in {self.repo.cache_dir}. Run `pytest --hf-prefetch-only` online first.",
-                    missing=(f"trees/{commit}.json",),
-                    repo_id=self.request.repo_id,
-                    revision=self.request.revision,
+                    f"trees/{commit}.json",
                 )
             files = self._select(listing, commit)
             problems = self._inspect(commit, files, hash_all=self.verify == "sha256")
             if problems:
                 listed = ", ".join(f"{p} ({why})" for p, why in sorted(problems.items())[:5])
                 more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
-                raise OfflineMissingError(
+                raise self._not_cached(
                     f"{what}, and {len(problems)} file(s) of {self.request.label} are missing or damaged in "
                     f"{self.repo.cache_dir}: {listed}{more}. Run `pytest --hf-prefetch-only` online first.",
-                    missing=tuple(sorted(problems)),
-                    repo_id=self.request.repo_id,
-                    revision=self.request.revision,
+                    *sorted(problems),
                 )
             # Orphans of killed downloads need no network to go, and a verified snapshot has none.
             self._remove_orphans()

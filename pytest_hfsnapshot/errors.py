@@ -160,6 +160,7 @@ __all__ = [
     "DiskError",
     "EntryNotFoundError",
     "HfSnapshotError",
+    "HfSnapshotWarning",
     "InvalidRequestError",
     "LockTimeoutError",
     "OfflineMissingError",

@@ -23,15 +23,13 @@ Kind = Literal["auth", "revision_not_found", "entry_not_found", "transient", "di
 _TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 # Transport failures of httpx / httpx2 (huggingface_hub 1.x / 2.x) and the stdlib, matched by name
 # so that neither HTTP package has to be importable.
-_TRANSPORT_NAMES = frozenset(
+# Connection and timeout failures (httpx's names): transient, and retried by the client's file GET.
+_CONNECT_AND_TIMEOUTS = frozenset(
+    {"ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException"}
+)
+_TRANSPORT_NAMES = _CONNECT_AND_TIMEOUTS | frozenset(
     {
         "TransportError",
-        "ConnectError",
-        "ConnectTimeout",
-        "ReadTimeout",
-        "WriteTimeout",
-        "PoolTimeout",
-        "TimeoutException",
         "ReadError",
         "WriteError",
         "NetworkError",
@@ -269,17 +267,7 @@ def _request_of(error: BaseException) -> Any:
 
 
 # Transport failures huggingface_hub's file GET retries itself (http_get: 5 tries, reset on progress).
-_CLIENT_GET_RETRIES = frozenset(
-    {
-        "ConnectError",
-        "ConnectTimeout",
-        "ReadTimeout",
-        "WriteTimeout",
-        "PoolTimeout",
-        "TimeoutException",
-        "RemoteProtocolError",
-    }
-)
+_CLIENT_GET_RETRIES = _CONNECT_AND_TIMEOUTS | {"RemoteProtocolError"}
 
 
 def client_retried(request: Any, *, status: int | None = None, transport: BaseException | None = None) -> bool:
