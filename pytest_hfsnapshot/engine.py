@@ -21,13 +21,11 @@ import dataclasses
 import logging
 import os
 import re
-import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from filelock import FileLock, Timeout
 from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
@@ -45,15 +43,15 @@ from .errors import (
     OfflineMissingError,
     RevisionNotFoundError,
     TransientError,
-    UnsafeCacheError,
     UnverifiedRevisionError,
     VerificationError,
 )
 from .locking import RepoLock
+from .repair import Repairer
 from .request import RequestKeywords, SnapshotRequest, is_commit
 from .settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings
 from .snapshot import Snapshot, Source
-from .verify import ExpectedFile, check_file, hash_mismatches, linked_blob_name
+from .verify import ExpectedFile, check_file, hash_mismatches
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -183,11 +181,9 @@ class _Engine:
         self.started = time.monotonic()
         self.lock_wait = 0.0
         self.backoff = retry.Backoff(retries=self.retries, deadline=self.started + RETRY_DEADLINE)
-        self.planted = False
         #: Whether giving up on the Hub itself makes the session remember an outage (see outage.py).
         self.remembers_outages = True
-        #: Files whose blob the client named after a server ETag other than the listing's hash.
-        self.adopted: dict[str, ExpectedFile] = {}
+        self.repair = Repairer(self.repo, request.label, lock_timeout=self.lock_timeout)
 
     # --- entry --------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -226,7 +222,7 @@ class _Engine:
         assert listing is not None
         files = self._select(listing, commit)
         snapshot_dir = str(self.repo.snapshot_dir(commit))
-        if self._dirs_safe(commit, files):
+        if self.repair.folders(commit, files)[0]:
             files = [f for f in files if check_file(self.repo, snapshot_dir, f) is not None]
         return space.need(self.repo, self.request.label, files)
 
@@ -366,14 +362,14 @@ class _Engine:
             files = [ExpectedFile.from_json(raw) for raw in data["files"]]
         except (KeyError, TypeError, ValueError):
             return None
-        if not self._dirs_safe(commit, files):
+        if not self.repair.folders(commit, files)[0]:
             return None
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         if any(check_file(self.repo, snapshot_dir, f) is not None for f in files):
             return None
         if self.repo.incomplete_blobs():
             return None  # an orphan to clean up (or a download in flight): the slow path decides
-        if self.verify == "sha256" and hash_mismatches(self._blob_pairs(commit, files)):
+        if self.verify == "sha256" and hash_mismatches(self.repair.blob_pairs(commit, files)):
             return None
         return self._snapshot(commit, files, "cache")
 
@@ -511,7 +507,7 @@ class _Engine:
         want = [space.need(self.repo, self.request.label, needed)]
         short = space.shortfall(want)
         if short is not None and self.repo.incomplete_blobs():
-            self._remove_orphans()  # debris of killed downloads holds space the check counts as taken
+            self.repair.remove_orphans()  # debris of killed downloads holds space the check counts as taken
             short = space.shortfall(want)
         if short is not None:
             raise space.not_enough_space(want, short, repo_id=self.request.repo_id, revision=self.request.revision)
@@ -638,7 +634,8 @@ class _Engine:
                     f"trees/{commit}.json",
                 )
             files = self._select(listing, commit)
-            problems = self._inspect(commit, files, hash_all=self.verify == "sha256")
+            findings = self.repair.inspect(commit, files, hash_all=self.verify == "sha256")
+            problems = findings.problems
             if problems:
                 listed = ", ".join(f"{p} ({why})" for p, why in sorted(problems.items())[:5])
                 more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
@@ -648,8 +645,8 @@ class _Engine:
                     *sorted(problems),
                 )
             # Orphans of killed downloads need no network to go, and a verified snapshot has none.
-            self._remove_orphans()
-            self._write_record(commit, files)
+            self.repair.remove_orphans()
+            self._write_record(commit, files, findings.adopted)
             snap = self._snapshot(commit, files, "cache")
         if unverified:
             snap = dataclasses.replace(snap, unverified_revision=True)
@@ -666,7 +663,8 @@ class _Engine:
             ref = self.repo.ref(self.request.revision)
             damaged = ref.is_file() and self.repo.read_ref(self.request.revision) is None
             self.repo.write_ref(self.request.revision, commit)
-        problems = self._inspect(commit, files, hash_all=self.verify == "sha256")
+        findings = self.repair.inspect(commit, files, hash_all=self.verify == "sha256")
+        problems, adopted = findings.problems, dict(findings.adopted)
         blobs_before = _blob_names(self.repo.blobs)
         orphans = self.repo.incomplete_blobs()
         interrupted = {p.name.split(".", 1)[0] for p in orphans}
@@ -678,18 +676,18 @@ class _Engine:
             if why == "missing" and f.blob_name not in blobs_before and f.blob_name not in interrupted:
                 continue  # simply not downloaded yet
             repaired.append(f.path)
-            self._remove(commit, f, blob=why not in ("missing",) and not why.startswith("link points"))
-        damaged = damaged or bool(repaired) or bool(orphans) or self.planted
+            self.repair.remove(commit, f, blob=why not in ("missing",) and not why.startswith("link points"))
+        damaged = damaged or bool(repaired) or bool(orphans) or findings.planted
         blobs_before = _blob_names(self.repo.blobs)
         needed = [f for f in files if f.path in problems]
         fetched = False
         if needed:
             if self.space_check:
                 self._check_space(needed)
-            self._download(commit, needed, blobs_before)
+            adopted.update(self._download(commit, needed, blobs_before))
             fetched = True
-        self._remove_orphans()
-        self._write_record(commit, files)
+        self.repair.remove_orphans()
+        self._write_record(commit, files, adopted)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.repo.refusal_path)
         source: Source = "repair" if damaged else ("download" if fetched else "cache")
@@ -697,8 +695,10 @@ class _Engine:
             log.info("hfsnapshot: repaired %s: %s", self.request.label, ", ".join(repaired))
         return self._snapshot(commit, files, source, repaired=tuple(sorted(repaired)))
 
-    def _download(self, commit: str, needed: list[ExpectedFile], blobs_before: set[str]) -> None:
+    def _download(self, commit: str, needed: list[ExpectedFile], blobs_before: set[str]) -> dict[str, ExpectedFile]:
+        """Fetch ``needed`` until each is verified; returns the files adopted under another blob name."""
         request = self.request
+        adopted: dict[str, ExpectedFile] = {}
         backoff = self.backoff
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         while True:
@@ -723,21 +723,21 @@ class _Engine:
                 why = check_file(self.repo, snapshot_dir, f)
                 if why is None:
                     fresh.append(f)
-                elif why.startswith("link points") and self._adopt(commit, f):
-                    continue  # hashed and found right under the name the server's ETag gave it
+                elif why.startswith("link points") and (candidate := self.repair.adopted(commit, f)) is not None:
+                    adopted[f.path] = candidate  # hashed and found right under the name the server's ETag gave it
                 elif why != "missing":
-                    self._remove(commit, f, blob=not why.startswith("link points"))
+                    self.repair.remove(commit, f, blob=not why.startswith("link points"))
                     still.append(f)
                 else:
                     still.append(f)
             new = [f for f in fresh if f.blob_name not in blobs_before or self.verify == "sha256"]
-            corrupt = set(hash_mismatches(self._blob_pairs(commit, new)))
+            corrupt = set(hash_mismatches(self.repair.blob_pairs(commit, new)))
             for f in fresh:
                 if f.path in corrupt:
-                    self._remove(commit, f, blob=True)
+                    self.repair.remove(commit, f, blob=True)
                     still.append(f)
             if not still:
-                return
+                return adopted
             if failure is None:
                 failure = retry.ContentMismatch(
                     f"{len(still)} file(s) arrived with the wrong size or hash: "
@@ -745,7 +745,7 @@ class _Engine:
                 )
             kind = retry.classify(failure)
             if kind.kind == "disk" and kind.errno is not None:
-                self._remove_orphans()
+                self.repair.remove_orphans()
                 raise self._disk(failure, kind.errno, still) from failure
             if kind.kind != "transient":
                 raise self._typed(failure, kind) from failure
@@ -766,153 +766,9 @@ class _Engine:
             needed = still
             blobs_before = _blob_names(self.repo.blobs)
 
-    def _inspect(self, commit: str, files: list[ExpectedFile], *, hash_all: bool) -> dict[str, str]:
-        """Why each problematic file is not usable as cached (missing, wrong size, wrong link, ...)."""
-        self._dirs_safe(commit, files, repair=True)
-        snapshot_dir = str(self.repo.snapshot_dir(commit))
-        problems: dict[str, str] = {}
-        for f in files:
-            why = check_file(self.repo, snapshot_dir, f)
-            if why is not None and not (why.startswith("link points") and self._adopt(commit, f)):
-                problems[f.path] = why
-        if hash_all:
-            kept = [f for f in files if f.path not in problems and f.path not in self.adopted]
-            for path in hash_mismatches(self._blob_pairs(commit, kept)):
-                problems[path] = "sha256 mismatch"
-        return problems
-
-    def _adopt(self, commit: str, f: ExpectedFile) -> bool:
-        """Accept a link to a blob named otherwise than the listing's hash, if its contents have that hash.
-
-        The Hub's ETag of a small file is its git blob sha1, the listing's ``oid``; a server whose
-        ETag differs makes the client name the blob after that ETag instead. The contents decide.
-        """
-        snapshot_dir = str(self.repo.snapshot_dir(commit))
-        name = linked_blob_name(snapshot_dir, f.path)
-        if name is None or name == f.blob_name:
-            return False
-        candidate = dataclasses.replace(f, blob=name)
-        if check_file(self.repo, snapshot_dir, candidate) is not None:
-            return False
-        if hash_mismatches([(candidate, self.repo.blob(name))]):
-            return False
-        self.adopted[f.path] = candidate
-        return True
-
-    def _dirs_safe(self, commit: str, files: list[ExpectedFile], *, repair: bool = False) -> bool:
-        """The repo's folders and the snapshot's subfolders are real folders, not links leading elsewhere.
-
-        huggingface_hub never makes a snapshot subfolder a symlink, so with ``repair`` such a
-        planted link is removed (the link itself, never what it points at). The repo folder,
-        ``blobs/`` and ``snapshots/`` are not ours to remove: a link there is refused.
-        """
-        root = str(self.repo.root)
-        snapshot_dir = str(self.repo.snapshot_dir(commit))
-        parents = {""}
-        for f in files:
-            parent = f.path.rpartition("/")[0]
-            while parent and parent not in parents:
-                parents.add(parent)
-                parent = parent.rpartition("/")[0]
-        fixed = [root, os.path.join(root, "blobs"), os.path.join(root, "snapshots")]
-        inner = sorted(os.path.join(snapshot_dir, p) if p else snapshot_dir for p in parents)
-        for folder in fixed + inner:
-            try:
-                st = os.lstat(folder)
-            except FileNotFoundError:
-                continue
-            except OSError:
-                return False
-            if stat.S_ISDIR(st.st_mode):
-                continue
-            if not repair:
-                return False
-            kind = "symlink" if stat.S_ISLNK(st.st_mode) else "file"
-            if folder in fixed:
-                raise UnsafeCacheError(
-                    f"{folder} in the cache is a {kind}, not a folder. Refusing to write through it: "
-                    f"delete {root} and run again.",
-                    repo_id=self.request.repo_id,
-                )
-            log.warning("hfsnapshot: removing the %s %s planted inside %s", kind, folder, self.request.label)
-            self.repo.require_inside(Path(folder).parent)
-            os.unlink(folder)
-            self.planted = True
-        return True
-
-    def _blob_pairs(self, commit: str, files: list[ExpectedFile]) -> list[tuple[ExpectedFile, Path]]:
-        snapshot_dir = self.repo.snapshot_dir(commit)
-        out = []
-        for f in files:
-            link = snapshot_dir / f.path
-            out.append((f, self.repo.blob(f.blob_name) if link.is_symlink() else link))
-        return out
-
-    def _remove(self, commit: str, f: ExpectedFile, *, blob: bool) -> None:
-        """Remove one bad link (and its blob), never following a symlink, only inside the repo folder.
-
-        Where the blob is a link into the shared blob store, see :meth:`_unlink_from_store`.
-        """
-        link = self.repo.snapshot_dir(commit) / f.path
-        self.repo.require_inside(link.parent)
-        with self._blob_lock(f.blob_name):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(link)
-            if blob:
-                self.repo.require_inside(self.repo.blobs)
-                store = self.repo.store_target(f.blob_name)
-                if store is not None:
-                    self._unlink_from_store(store, f)
-                else:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.repo.blob(f.blob_name))
-
-    def _unlink_from_store(self, store: Path, f: ExpectedFile) -> None:
-        """Remove the repo's link into the shared blob store, and the store file if it is damaged.
-
-        All under huggingface_hub's lock for that store entry, as the client links and collects
-        there. The store file is checked again under the lock: another process may have put a
-        good copy there meanwhile, and a good store file serves other repos, so it stays. A bad
-        one is unlinked, never written (it is read-only by design), so that the client fetches it
-        again instead of linking it anew. The entry's ``.refs`` manifest loses this repo's line,
-        which the client writes back when it links the repo again.
-        """
-        lock = FileLock(str(self.repo.store_lock(store)), mode=0o666, timeout=self.lock_timeout, is_singleton=False)
-        with lock:
-            with contextlib.suppress(FileNotFoundError):
-                st = os.lstat(store)
-                damaged = stat.S_ISREG(st.st_mode) and (st.st_size != f.size or bool(hash_mismatches([(f, store)])))
-                if damaged:
-                    log.info("hfsnapshot: removing the damaged shared blob %s of %s", store, self.request.label)
-                    os.unlink(store)
-            self.repo.drop_store_reference(store, f.blob_name)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.repo.blob(f.blob_name))
-
-    def _remove_orphans(self) -> None:
-        """Delete the repo's ``.incomplete`` blobs that nobody is writing, each under the client's blob lock.
-
-        Every orphan of the repo goes, not only those of the selected files: a killed download
-        of a file this request does not need is still debris nobody will ever resume.
-        """
-        for path in self.repo.incomplete_blobs():
-            etag = path.name.split(".", 1)[0]
-            try:
-                with self._blob_lock(etag, timeout=0):
-                    self.repo.require_inside(path.parent)
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path)
-            except Timeout:
-                log.info("hfsnapshot: %s is being downloaded by another process; leaving it", path.name)
-
-    def _blob_lock(self, etag: str, timeout: float | None = None) -> FileLock:
-        path = self.repo.blob_lock(etag)
-        self.repo.make_folders(path.parent)
-        return FileLock(str(path), timeout=self.lock_timeout if timeout is None else timeout, is_singleton=False)
-
     # --- results ------------------------------------------------------------------------------
-    def _write_record(self, commit: str, files: list[ExpectedFile]) -> None:
-        files = [self.adopted.get(f.path, f) for f in files]
+    def _write_record(self, commit: str, files: list[ExpectedFile], adopted: dict[str, ExpectedFile]) -> None:
+        files = [adopted.get(f.path, f) for f in files]
         atomic_write_json(
             self._record_path(commit),
             {
