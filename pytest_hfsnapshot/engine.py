@@ -20,32 +20,30 @@ import contextlib
 import dataclasses
 import logging
 import os
-import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
-from huggingface_hub import HfApi, constants, snapshot_download
-from huggingface_hub.hf_api import RepoFile
-from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
+from huggingface_hub import HfApi, snapshot_download
 
-from . import gate, outage, refusals, retry, space
-from .cache import XET_HASH_RE, RepoCache, atomic_write_json, read_json
+from . import failures, gate, outage, refusals, retry, space
+from . import listing as listing_mod
+from .cache import RepoCache, atomic_write_json, read_json
 from .choices import VerifyMode
 from .credentials import token_set
 from .errors import (
     AuthError,
     DiskError,
-    EntryNotFoundError,
     HfSnapshotError,
-    InvalidRequestError,
     OfflineMissingError,
-    RevisionNotFoundError,
     TransientError,
     UnverifiedRevisionError,
     VerificationError,
 )
+from .failures import cause as _cause
+from .failures import failed_file as _failed_file
+from .failures import hub as _hub
+from .listing import METADATA_MARKERS as METADATA_MARKERS  # re-exported: it lived here
 from .locking import RepoLock
 from .repair import Repairer
 from .request import RequestKeywords, SnapshotRequest, is_commit
@@ -58,14 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pytest_hfsnapshot")
 
-#: At least one of these must be in a full snapshot (README.md counts for datasets and spaces).
-METADATA_MARKERS = (
-    "config.json",
-    "tokenizer_config.json",
-    "preprocessor_config.json",
-    "processor_config.json",
-    "model_index.json",
-)
 RECORD_VERSION = 2
 #: Wall-clock bound on one call's transient-failure handling, the client's own retries included.
 RETRY_DEADLINE = 300.0
@@ -220,7 +210,7 @@ class _Engine:
                 return nothing  # the cache is all the call can use
         listing = self._listing(commit, network=True)
         assert listing is not None
-        files = self._select(listing, commit)
+        files = listing_mod.select(self.request, listing, commit)
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         if self.repair.folders(commit, files)[0]:
             files = [f for f in files if check_file(self.repo, snapshot_dir, f) is not None]
@@ -433,54 +423,11 @@ class _Engine:
                 log.info("hfsnapshot: retrying %s of %s after %s", what, self.request.label, _cause(kind))
 
     def _typed(self, error: BaseException, kind: retry.Classification) -> HfSnapshotError:
-        label, repo_id, rev = self.request.label, self.request.repo_id, self.request.revision
-        if kind.kind == "auth":
-            reason = kind.auth_reason or "unauthorized"
-            hint = refusals.auth_message(
-                reason,
-                repo_id=repo_id,
-                repo_type=self.request.repo_type,
-                revision=rev,
-                endpoint=constants.ENDPOINT,
-                token_set=self._token_set(),
-                private=self.request.private,
-            )
-            return AuthError(hint, reason=reason, repo_id=repo_id, revision=rev)
-        if kind.kind == "revision_not_found":
-            return RevisionNotFoundError(
-                f"Revision {rev!r} does not exist in {self.request.repo_type} {repo_id!r}: "
-                "check the branch, tag or commit id.",
-                repo_id=repo_id,
-                revision=rev,
-            )
-        if kind.kind == "disk" and kind.errno is not None:
-            return self._disk(error, kind.errno)
-        if kind.kind == "entry_not_found":
-            return EntryNotFoundError(
-                f"A file of {label} is not on the Hub ({_failed_file(error) or 'unknown file'}).",
-                repo_id=repo_id,
-                revision=rev,
-            )
-        return HfSnapshotError(
-            f"Materializing {label} failed: {_cause(kind)}.",
-            repo_id=repo_id,
-            revision=rev,
-        )
+        return failures.typed(self.request, error, kind, token_set=self._token_set(), cache_dir=self.repo.cache_dir)
 
     def _disk(self, error: BaseException, number: int, still: list[ExpectedFile] | None = None) -> DiskError:
-        """A filesystem refusal as the user reads it; ``still``: the files the download had left to fetch."""
-        filename, folder = space.written_file(error)
-        if filename is None and still:
-            filename = ", ".join(sorted(f.path for f in still)[:3])
-        return space.filesystem_error(
-            number,
-            label=self.request.label,
-            cache_dir=self.repo.cache_dir,
-            filename=filename,
-            folder=folder or (self.repo.blobs if still else None),
-            needed=sum(f.size for f in still) if still else None,
-            repo_id=self.request.repo_id,
-            revision=self.request.revision,
+        return failures.disk(
+            self.request, error, number, cache_dir=self.repo.cache_dir, blobs=self.repo.blobs, still=still or ()
         )
 
     def _gave_up(
@@ -492,15 +439,7 @@ class _Engine:
         return self._exhausted(error, kind, attempts, what, filename)
 
     def _unreachable(self, down: outage.Outage, what: str) -> TransientError:
-        """The give-up of a call not even tried: the session found the Hub unreachable moments ago."""
-        return TransientError(
-            f"Gave up on {what} of {self.request.label} at {down.endpoint} without trying: this test session "
-            f"could not reach it {down.age():.0f} s ago (last cause {down.cause}); it is asked again "
-            f"{outage.RECHECK_AFTER:.0f} s after that. The Hub or the network is failing; retry later.",
-            attempts=0,
-            repo_id=self.request.repo_id,
-            revision=self.request.revision,
-        )
+        return failures.unreachable(self.request, down, what)
 
     def _check_space(self, needed: list[ExpectedFile]) -> None:
         """Refuse, before the first byte, a download the cache's filesystem cannot take."""
@@ -515,96 +454,27 @@ class _Engine:
     def _exhausted(
         self, error: BaseException, kind: retry.Classification, attempts: int, what: str, filename: str | None
     ) -> TransientError:
-        filename = filename or _failed_file(error)
-        where = f", file {filename!r}" if filename else ""
-        retrier = "hf_xet" if retry.is_xet_transfer(kind.decisive) else "huggingface_hub"
-        client = f" ({retrier} had already retried it with its own backoff)" if kind.client_retried else ""
-        tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
-        return TransientError(
-            f"Gave up on {what} of {self.request.label}{where} at {_endpoint(error)} after {tries}{client}: last cause "
-            f"{_cause(kind)}. The Hub or the network is failing; retry later"
-            + ("." if kind.client_retried else " or raise --hf-retries."),
-            attempts=attempts,
-            filename=filename,
-            repo_id=self.request.repo_id,
-            revision=self.request.revision,
-        )
+        return failures.gave_up(self.request, error, kind, attempts, what, filename)
 
     # --- listing ------------------------------------------------------------------------------
     def _listing(self, commit: str, *, network: bool) -> dict[str, ExpectedFile] | None:
         raw = self.repo.read_tree_cache(commit)
         if raw is not None:
             try:
-                return self._parse_listing(raw)
+                return listing_mod.parse(self.repo, raw)
             except (KeyError, TypeError, ValueError):
                 raw = None
         if not network:
             return None
 
-        def fetch() -> dict[str, dict[str, Any]]:
-            out: dict[str, dict[str, Any]] = {}
-            for item in self._api().list_repo_tree(
-                self.request.repo_id, recursive=True, revision=commit, repo_type=self.request.repo_type
-            ):
-                if not isinstance(item, RepoFile):
-                    continue  # a folder
-                entry: dict[str, Any] = {"size": item.size, "blob_id": item.blob_id}
-                if item.lfs is not None:
-                    entry["lfs_sha256"] = item.lfs.sha256
-                    entry["lfs_size"] = item.lfs.size
-                xet_hash = getattr(item, "xet_hash", None)
-                if xet_hash:
-                    entry["xet_hash"] = xet_hash
-                out[item.path] = entry
-            return out
-
-        raw = self._with_retries(fetch, what="the file listing", retried=not retry.client_retries_listings())
-        listing = self._parse_listing(raw)
+        raw = self._with_retries(
+            lambda: listing_mod.fetch(self._api(), self.request, commit),
+            what="the file listing",
+            retried=not retry.client_retries_listings(),
+        )
+        listing = listing_mod.parse(self.repo, raw)
         self.repo.write_tree_cache(commit, raw)
         return listing
-
-    def _parse_listing(self, raw: dict[str, dict[str, Any]]) -> dict[str, ExpectedFile]:
-        listing: dict[str, ExpectedFile] = {}
-        for path, info in raw.items():
-            self.repo.safe_relpath(path)
-            lfs = info.get("lfs_sha256")
-            size = int(info["lfs_size"] if lfs else info["size"])
-            etag = str(lfs or info["blob_id"])
-            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", etag):
-                raise ValueError(f"bad blob id {etag!r}")
-            xet = str(info.get("xet_hash") or "")
-            if xet and not XET_HASH_RE.fullmatch(xet):
-                raise ValueError(f"bad xet hash {xet!r}")
-            listing[path] = ExpectedFile(path, size, etag, bool(lfs), xet=xet)
-        return listing
-
-    def _select(self, listing: dict[str, ExpectedFile], commit: str) -> list[ExpectedFile]:
-        request = self.request
-        paths = list(
-            filter_repo_objects(
-                items=sorted(listing),
-                allow_patterns=list(request.allow_patterns) if request.allow_patterns else None,
-                ignore_patterns=list(request.effective_ignore) if request.effective_ignore else None,
-            )
-        )
-        if not paths:
-            raise InvalidRequestError(
-                f"No file of {request.label} (commit {commit[:12]}) matches allow_patterns="
-                f"{list(request.allow_patterns or [])} ignore_patterns={list(request.effective_ignore or [])}. "
-                f"The repo has: {', '.join(sorted(listing)[:10]) or 'no files'}.",
-                repo_id=request.repo_id,
-                revision=request.revision,
-            )
-        if request.full:
-            markers = METADATA_MARKERS + (("README.md",) if request.repo_type != "model" else ())
-            if not any(p in markers for p in paths):
-                raise VerificationError(
-                    f"{request.label} has none of the metadata files {', '.join(markers)}; a full snapshot "
-                    "without them is not a loadable repo. Select files with allow_patterns if this is expected.",
-                    repo_id=request.repo_id,
-                    revision=request.revision,
-                )
-        return [listing[p] for p in paths]
 
     # --- offline and unverified ---------------------------------------------------------------
     def _offline(self, commit: str | None) -> Snapshot:
@@ -617,9 +487,7 @@ class _Engine:
         return self._cached_only(commit, unverified=False)
 
     def _not_cached(self, message: str, *missing: str) -> OfflineMissingError:
-        return OfflineMissingError(
-            message, missing=missing, repo_id=self.request.repo_id, revision=self.request.revision
-        )
+        return failures.not_cached(self.request, message, *missing)
 
     def _cached_only(self, commit: str, *, unverified: bool) -> Snapshot:
         """Serve what the cache holds for ``commit`` without any network, or say what is missing."""
@@ -633,7 +501,7 @@ class _Engine:
                     f"in {self.repo.cache_dir}. Run `pytest --hf-prefetch-only` online first.",
                     f"trees/{commit}.json",
                 )
-            files = self._select(listing, commit)
+            files = listing_mod.select(self.request, listing, commit)
             findings = self.repair.inspect(commit, files, hash_all=self.verify == "sha256")
             problems = findings.problems
             if problems:
@@ -656,7 +524,7 @@ class _Engine:
     def _online(self, commit: str) -> Snapshot:
         listing = self._listing(commit, network=True)
         assert listing is not None
-        files = self._select(listing, commit)
+        files = listing_mod.select(self.request, listing, commit)
         damaged = False
         if not self.request.pinned:
             # An empty or garbage ref is damage; a branch that moved on is not.
@@ -811,39 +679,6 @@ def _blob_names(blobs: Path) -> set[str]:
         return set(os.listdir(blobs))
     except OSError:
         return set()
-
-
-def _cause(kind: retry.Classification) -> str:
-    """A short, token-free description of a failure: class name and status, never headers."""
-    decisive = kind.decisive
-    name = type(decisive).__name__ if decisive is not None else "error"
-    return f"{name} (HTTP {kind.status})" if kind.status else name
-
-
-def _hub() -> str:
-    """The Hub endpoint in use (``HF_ENDPOINT``), read at call time."""
-    return outage.origin_of(constants.ENDPOINT)
-
-
-def _endpoint(error: BaseException) -> str:
-    """The origin a failed request was sent to (the Hub, its CDN or the CAS), else the Hub endpoint."""
-    for link in retry.chain(error):
-        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
-            url = retry.safe_attr(holder, "url")
-            if url is not None and str(url).startswith(("http://", "https://")):
-                return outage.origin_of(url)
-    return _hub()
-
-
-def _failed_file(error: BaseException) -> str | None:
-    """The repo file a failed request was for, read from the request URL in the exception chain."""
-    for link in retry.chain(error):
-        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
-            url = str(retry.safe_attr(holder, "url") or "")
-            match = re.search(r"/resolve/[^/]+/(.+?)(?:\?|$)", url)
-            if match:
-                return unquote(match.group(1))
-    return None
 
 
 def _prune_sessions(resolutions: Path) -> None:

@@ -1,0 +1,172 @@
+"""What a failed materialization says: the typed error for each kind of failure, in one place.
+
+The kind is decided by :func:`pytest_hfsnapshot.retry.classify`; the words of a refused access
+come from :mod:`pytest_hfsnapshot.refusals` and those of a refused write from
+:mod:`pytest_hfsnapshot.space`. Messages carry class names, statuses, repo names, files and
+endpoints, never a header or a token.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import unquote
+
+from huggingface_hub import constants
+
+from . import outage, refusals, retry, space
+from .errors import (
+    AuthError,
+    DiskError,
+    EntryNotFoundError,
+    HfSnapshotError,
+    OfflineMissingError,
+    RevisionNotFoundError,
+    TransientError,
+)
+from .request import SnapshotRequest
+from .verify import ExpectedFile
+
+
+def typed(
+    request: SnapshotRequest,
+    error: BaseException,
+    kind: retry.Classification,
+    *,
+    token_set: bool,
+    cache_dir: Path,
+) -> HfSnapshotError:
+    """The error a non-transient failure of ``request`` becomes."""
+    label, repo_id, rev = request.label, request.repo_id, request.revision
+    if kind.kind == "auth":
+        reason = kind.auth_reason or "unauthorized"
+        hint = refusals.auth_message(
+            reason,
+            repo_id=repo_id,
+            repo_type=request.repo_type,
+            revision=rev,
+            endpoint=constants.ENDPOINT,
+            token_set=token_set,
+            private=request.private,
+        )
+        return AuthError(hint, reason=reason, repo_id=repo_id, revision=rev)
+    if kind.kind == "revision_not_found":
+        return RevisionNotFoundError(
+            f"Revision {rev!r} does not exist in {request.repo_type} {repo_id!r}: check the branch, tag or commit id.",
+            repo_id=repo_id,
+            revision=rev,
+        )
+    if kind.kind == "disk" and kind.errno is not None:
+        return disk(request, error, kind.errno, cache_dir=cache_dir)
+    if kind.kind == "entry_not_found":
+        return EntryNotFoundError(
+            f"A file of {label} is not on the Hub ({failed_file(error) or 'unknown file'}).",
+            repo_id=repo_id,
+            revision=rev,
+        )
+    return HfSnapshotError(f"Materializing {label} failed: {cause(kind)}.", repo_id=repo_id, revision=rev)
+
+
+def disk(
+    request: SnapshotRequest,
+    error: BaseException,
+    number: int,
+    *,
+    cache_dir: Path,
+    blobs: Path | None = None,
+    still: Sequence[ExpectedFile] = (),
+) -> DiskError:
+    """A filesystem refusal as the user reads it; ``still``: the files a download had left to fetch
+    (into ``blobs``)."""
+    filename, folder = space.written_file(error)
+    if filename is None and still:
+        filename = ", ".join(sorted(f.path for f in still)[:3])
+    return space.filesystem_error(
+        number,
+        label=request.label,
+        cache_dir=cache_dir,
+        filename=filename,
+        folder=folder or (blobs if still else None),
+        needed=sum(f.size for f in still) if still else None,
+        repo_id=request.repo_id,
+        revision=request.revision,
+    )
+
+
+def gave_up(
+    request: SnapshotRequest,
+    error: BaseException,
+    kind: retry.Classification,
+    attempts: int,
+    what: str,
+    filename: str | None,
+) -> TransientError:
+    """A transient failure that outlasted the retry budget (``what``: "the revision", "the download", ...)."""
+    filename = filename or failed_file(error)
+    where = f", file {filename!r}" if filename else ""
+    retrier = "hf_xet" if retry.is_xet_transfer(kind.decisive) else "huggingface_hub"
+    client = f" ({retrier} had already retried it with its own backoff)" if kind.client_retried else ""
+    tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
+    return TransientError(
+        f"Gave up on {what} of {request.label}{where} at {endpoint_of(error)} after {tries}{client}: last cause "
+        f"{cause(kind)}. The Hub or the network is failing; retry later"
+        + ("." if kind.client_retried else " or raise --hf-retries."),
+        attempts=attempts,
+        filename=filename,
+        repo_id=request.repo_id,
+        revision=request.revision,
+    )
+
+
+def unreachable(request: SnapshotRequest, down: outage.Outage, what: str) -> TransientError:
+    """The give-up of a call not even tried: the session found the Hub unreachable moments ago."""
+    return TransientError(
+        f"Gave up on {what} of {request.label} at {down.endpoint} without trying: this test session "
+        f"could not reach it {down.age():.0f} s ago (last cause {down.cause}); it is asked again "
+        f"{outage.RECHECK_AFTER:.0f} s after that. The Hub or the network is failing; retry later.",
+        attempts=0,
+        repo_id=request.repo_id,
+        revision=request.revision,
+    )
+
+
+def not_cached(request: SnapshotRequest, message: str, *missing: str) -> OfflineMissingError:
+    """Offline (or with the Hub unreachable), the snapshot is not fully cached: ``missing`` names what."""
+    return OfflineMissingError(message, missing=missing, repo_id=request.repo_id, revision=request.revision)
+
+
+def cause(kind: retry.Classification) -> str:
+    """A short, token-free description of a failure: class name and status, never headers."""
+    decisive = kind.decisive
+    name = type(decisive).__name__ if decisive is not None else "error"
+    return f"{name} (HTTP {kind.status})" if kind.status else name
+
+
+def hub() -> str:
+    """The Hub endpoint in use (``HF_ENDPOINT``), read at call time."""
+    return outage.origin_of(constants.ENDPOINT)
+
+
+def endpoint_of(error: BaseException) -> str:
+    """The origin a failed request was sent to (the Hub, its CDN or the CAS), else the Hub endpoint."""
+    for link in retry.chain(error):
+        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
+            url = retry.safe_attr(holder, "url")
+            if url is not None and str(url).startswith(("http://", "https://")):
+                return outage.origin_of(url)
+    return hub()
+
+
+def failed_file(error: BaseException) -> str | None:
+    """The repo file a failed request was for, read from the request URL in the exception chain."""
+    for link in retry.chain(error):
+        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
+            url = str(retry.safe_attr(holder, "url") or "")
+            match = re.search(r"/resolve/[^/]+/(.+?)(?:\?|$)", url)
+            if match:
+                return unquote(match.group(1))
+    return None
+
+
+__all__ = ["cause", "disk", "endpoint_of", "failed_file", "gave_up", "hub", "not_cached", "typed", "unreachable"]

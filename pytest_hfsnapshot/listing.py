@@ -1,0 +1,98 @@
+"""A commit's file listing: fetched from the Hub, parsed into what each file must be, and the
+selection a request makes of it.
+
+The raw form (``{path: {"size", "blob_id", "lfs_sha256", "lfs_size", "xet_hash"}}``) is what the
+cache keeps through huggingface_hub's own tree cache (:meth:`~pytest_hfsnapshot.cache.RepoCache.read_tree_cache`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from huggingface_hub import HfApi
+from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
+
+from .cache import XET_HASH_RE, RepoCache
+from .errors import InvalidRequestError, VerificationError
+from .request import SnapshotRequest
+from .verify import ExpectedFile
+
+#: At least one of these must be in a full snapshot (README.md counts for datasets and spaces).
+METADATA_MARKERS = (
+    "config.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "model_index.json",
+)
+_ETAG_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git blob sha1 or an LFS sha256
+
+
+def fetch(api: HfApi, request: SnapshotRequest, commit: str) -> dict[str, dict[str, Any]]:
+    """The raw listing of ``commit``: one recursive tree call (the caller retries it)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in api.list_repo_tree(request.repo_id, recursive=True, revision=commit, repo_type=request.repo_type):
+        if not isinstance(item, RepoFile):
+            continue  # a folder
+        entry: dict[str, Any] = {"size": item.size, "blob_id": item.blob_id}
+        if item.lfs is not None:
+            entry["lfs_sha256"] = item.lfs.sha256
+            entry["lfs_size"] = item.lfs.size
+        xet_hash = getattr(item, "xet_hash", None)
+        if xet_hash:
+            entry["xet_hash"] = xet_hash
+        out[item.path] = entry
+    return out
+
+
+def parse(repo: RepoCache, raw: dict[str, dict[str, Any]]) -> dict[str, ExpectedFile]:
+    """What each listed file must be; ValueError (or KeyError, TypeError) for an entry that cannot be
+    trusted, UnsafeCacheError for a path that would leave the repo folder."""
+    listing: dict[str, ExpectedFile] = {}
+    for path, info in raw.items():
+        repo.safe_relpath(path)
+        lfs = info.get("lfs_sha256")
+        size = int(info["lfs_size"] if lfs else info["size"])
+        etag = str(lfs or info["blob_id"])
+        if not _ETAG_RE.fullmatch(etag):
+            raise ValueError(f"bad blob id {etag!r}")
+        xet = str(info.get("xet_hash") or "")
+        if xet and not XET_HASH_RE.fullmatch(xet):
+            raise ValueError(f"bad xet hash {xet!r}")
+        listing[path] = ExpectedFile(path, size, etag, bool(lfs), xet=xet)
+    return listing
+
+
+def select(request: SnapshotRequest, listing: dict[str, ExpectedFile], commit: str) -> list[ExpectedFile]:
+    """The files ``request`` selects, matched as huggingface_hub matches them; an error when the
+    selection is empty, or a full snapshot lacks every metadata marker."""
+    paths = list(
+        filter_repo_objects(
+            items=sorted(listing),
+            allow_patterns=list(request.allow_patterns) if request.allow_patterns else None,
+            ignore_patterns=list(request.effective_ignore) if request.effective_ignore else None,
+        )
+    )
+    if not paths:
+        raise InvalidRequestError(
+            f"No file of {request.label} (commit {commit[:12]}) matches allow_patterns="
+            f"{list(request.allow_patterns or [])} ignore_patterns={list(request.effective_ignore or [])}. "
+            f"The repo has: {', '.join(sorted(listing)[:10]) or 'no files'}.",
+            repo_id=request.repo_id,
+            revision=request.revision,
+        )
+    if request.full:
+        markers = METADATA_MARKERS + (("README.md",) if request.repo_type != "model" else ())
+        if not any(p in markers for p in paths):
+            raise VerificationError(
+                f"{request.label} has none of the metadata files {', '.join(markers)}; a full snapshot "
+                "without them is not a loadable repo. Select files with allow_patterns if this is expected.",
+                repo_id=request.repo_id,
+                revision=request.revision,
+            )
+    return [listing[p] for p in paths]
+
+
+__all__ = ["METADATA_MARKERS", "fetch", "parse", "select"]
