@@ -47,6 +47,7 @@ from .errors import (
     UnverifiedRevisionError,
     VerificationError,
 )
+from .hashing import ArrivalHasher
 from .locking import RepoLock
 from .request import SnapshotRequest
 from .snapshot import Snapshot, Source
@@ -199,6 +200,8 @@ class _Engine:
         self.planted = False
         #: Files whose blob the client named after a server ETag other than the listing's hash.
         self.adopted: dict[str, ExpectedFile] = {}
+        #: Bytes of downloaded files hashed after their transfer (not while they arrived).
+        self.rehashed = 0
 
     # --- entry --------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -614,8 +617,10 @@ class _Engine:
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         while True:
             failure: BaseException | None = None
+            arrivals = ArrivalHasher(self.repo.blobs, needed)
             try:
-                snapshot_download(
+                arrivals.run(
+                    snapshot_download,
                     request.repo_id,
                     repo_type=request.repo_type,
                     revision=commit,
@@ -642,7 +647,8 @@ class _Engine:
                 else:
                     still.append(f)
             new = [f for f in fresh if f.blob_name not in blobs_before or self.verify == "sha256"]
-            corrupt = set(hash_mismatches(self._blob_pairs(commit, new)))
+            corrupt = set(arrivals.mismatches(self._blob_pairs(commit, new)))
+            self.rehashed += arrivals.rehashed
             for f in fresh:
                 if f.path in corrupt:
                     self._remove(commit, f, blob=True)
@@ -855,6 +861,7 @@ class _Engine:
             seconds=time.monotonic() - self.started,
             lock_wait=self.lock_wait,
             repaired=repaired,
+            rehashed=self.rehashed,
         )
 
 
