@@ -79,6 +79,7 @@ class ArrivalHasher:
         self.rehashed = 0
         self._followed: list[_Followed] = []
         self._seen: set[str] = set()
+        self._inodes: set[tuple[int, int]] = set()
         self._stop = threading.Event()
         self._buffer = bytearray(CHUNK)
 
@@ -133,9 +134,11 @@ class ArrivalHasher:
             except OSError:
                 continue  # renamed or linked into the store before we looked: read back later
             handle = io.FileIO(fd, "rb")
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                handle.close()
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in self._inodes:
+                handle.close()  # not a file, or one followed already under its name in flight
                 continue
+            self._inodes.add((st.st_dev, st.st_ino))
             self._followed.append(_Followed(handle, expected))
 
     def _read(self, item: _Followed, limit: int | None) -> int:
