@@ -72,6 +72,8 @@ def _serve(conn: Connection, tree_page_size: int) -> None:
         "xet": lambda: hub.xet,
         # A per-stream cap (each body on its own), as a real link to the Hub limits each stream.
         "set_stream_rate": hub.slow_each,
+        # One cap for all bodies together, as the link of a CI runner limits them.
+        "set_link_rate": hub.slow,
     }
     try:
         while True:
@@ -127,6 +129,9 @@ class HubProcess:
 
     def set_stream_rate(self, bytes_per_second: float | None) -> None:
         self._call("set_stream_rate", bytes_per_second)
+
+    def set_link_rate(self, bytes_per_second: float | None) -> None:
+        self._call("set_link_rate", bytes_per_second)
 
     def stop(self) -> None:
         if self._process.is_alive():
