@@ -22,6 +22,7 @@ resumed HTTP download, and then rewrites the same bytes unless they arrive damag
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -97,7 +98,7 @@ class ArrivalHasher:
             self._stop.set()
             thread.join()
             for item in self._followed:
-                self._finish(item)
+                self._finish(item, tail=True)
             self._followed = []
 
     def _names(self) -> list[str]:
@@ -108,14 +109,17 @@ class ArrivalHasher:
 
     def _follow(self) -> None:
         while not self._stop.is_set():
-            self._discover()
+            with contextlib.suppress(OSError):
+                self._discover()
             progressed = False
             for item in self._followed:
-                if not item.spoiled:
-                    try:
-                        progressed = self._read(item, _TURN) > 0 or progressed
-                    except OSError:
-                        item.spoiled = True
+                try:
+                    progressed = self._read(item, _TURN) > 0 or progressed
+                except OSError:
+                    item.spoiled = True
+                if item.spoiled or item.position == item.expected.size:
+                    self._finish(item)  # done: its descriptor is not held while others arrive
+            self._followed = [item for item in self._followed if not item.handle.closed]
             if not progressed:
                 self._stop.wait(self.poll)
 
@@ -158,9 +162,9 @@ class ArrivalHasher:
             done += n
         return done
 
-    def _finish(self, item: _Followed) -> None:
+    def _finish(self, item: _Followed, *, tail: bool = False) -> None:
         try:
-            if not item.spoiled:
+            if tail and not item.spoiled:
                 self.rehashed += self._read(item, None)
             st = os.fstat(item.handle.fileno())
             if not item.spoiled and st.st_size == item.position:
