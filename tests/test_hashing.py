@@ -33,7 +33,14 @@ def expected(data: bytes = DATA, *, lfs: bool = True) -> ExpectedFile:
 
 
 def writer(
-    blobs: Path, f: ExpectedFile, data: bytes, *, chunk: int = 256 * 1024, pause: float = 0.002, after: int = -1
+    blobs: Path,
+    f: ExpectedFile,
+    data: bytes,
+    *,
+    chunk: int = 256 * 1024,
+    pause: float = 0.002,
+    after: int = -1,
+    linger: float = 0.05,
 ) -> Callable[[], Path]:
     """A download writing ``data`` in chunks, then moving it into place; ``after``: bytes written, then a
     pause long enough for the follower to read them, then the file cut back and written again from the start."""
@@ -54,7 +61,7 @@ def writer(
                 handle.flush()
                 time.sleep(pause)
         os.replace(incomplete, blobs / f.blob_name)
-        time.sleep(0.05)  # the client links the file into place before it returns
+        time.sleep(linger)  # the client links the file into place before it returns
         return blobs / f.blob_name
 
     return download
@@ -140,6 +147,25 @@ def test_other_files_and_files_already_there_are_left_alone(tmp_path: Path) -> N
     hasher.run(writer(tmp_path, expected(b"something else"), b"something else"))
 
     assert not hasher.arrivals and hasher.rehashed == 0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_repo_of_many_files_does_not_hold_a_descriptor_per_file(tmp_path: Path) -> None:
+    contents = [f"file {i}".encode() * 100 for i in range(100)]
+    files = [expected(data, lfs=False) for data in contents]
+    hasher = ArrivalHasher(tmp_path, files)
+    held: list[int] = []
+
+    def download() -> None:
+        before = len(os.listdir("/proc/self/fd"))
+        for f, data in zip(files, contents, strict=True):
+            writer(tmp_path, f, data, pause=0, linger=0.01)()
+            held.append(len(os.listdir("/proc/self/fd")) - before)
+
+    hasher.run(download)
+
+    assert max(held) < 20, held
+    assert hasher.mismatches([(f, tmp_path / f.blob_name) for f in files]) == []
 
 
 # --- through the local Hub, on every transport --------------------------------------------------------
