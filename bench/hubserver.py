@@ -76,6 +76,8 @@ def _serve(conn: Connection, tree_page_size: int) -> None:
         "clear_faults": hub.clear_faults,
         # Arrival time, origin, method, path and status of every request since the last reset.
         "records": lambda: [(r.at, r.origin, r.method, r.path, r.status) for r in hub.counters().records],
+        # One cap for all bodies together, as the link of a CI runner limits them.
+        "set_link_rate": hub.slow,
     }
     try:
         while True:
@@ -142,6 +144,9 @@ class HubProcess:
     def records(self) -> list[tuple[float, str, str, str, int]]:
         """``(at, origin, method, path, status)`` per request since the last reset, as the Hub saw them."""
         return [tuple(r) for r in self._call("records")]  # type: ignore[misc]
+
+    def set_link_rate(self, bytes_per_second: float | None) -> None:
+        self._call("set_link_rate", bytes_per_second)
 
     def stop(self) -> None:
         if self._process.is_alive():

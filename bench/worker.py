@@ -142,7 +142,7 @@ def _hwm_kib() -> int:
 def _describe(value: Any) -> dict[str, Any]:
     path = os.fspath(value) if isinstance(value, os.PathLike) else value
     out: dict[str, Any] = {"path": path if isinstance(path, str) else None}
-    for name in ("source", "seconds", "lock_wait"):
+    for name in ("source", "seconds", "lock_wait", "rehashed"):
         if hasattr(value, name):
             out[name] = getattr(value, name)
     return out

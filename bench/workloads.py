@@ -830,6 +830,70 @@ def wire_cost(bench: Bench) -> None:
         )
 
 
+# --- 12. cold cost per transport, behind a CI runner's link and on raw loopback ------------------------
+#: The link speed CI runners see (issue 13).
+LINK_MIB_S = 200
+
+
+def cold_cost(bench: Bench) -> None:
+    p = bench.profile
+    repo_id = "bench/cold-cost"
+    info = bench.hub.add_repo(repo_id, {**_metadata(), "model.safetensors": p.huge_mib * MIB})
+    commit = info["commit"]
+    figures: dict[str, Any] = {"file_mib": p.huge_mib, "link_mib_s": LINK_MIB_S}
+    for transport in _transports(bench):
+        for mode, rate, goal in (("capped", LINK_MIB_S * MIB, 1.02), ("uncapped", None, 1.10)):
+            bench.hub.set_link_rate(rate)
+            walls: dict[str, list[float]] = {"plugin": [], "hf": []}
+            rss: dict[str, list[float]] = {"plugin": [], "hf": []}
+            cpu: dict[str, list[float]] = {"plugin": [], "hf": []}
+            rehashed: list[int] = []
+            for r in range(p.repeats):
+                for tool in _rotate(("plugin", "hf"), r):
+                    cache = bench.new_cache("cold-cost")
+                    res = bench.run(cache, [task(step(tool, **_args(tool, repo_id, commit)))], transport)[0]
+                    walls[tool].append(res.durations(tool)[0])
+                    rss[tool].append(res.maxrss_kib / 1024)
+                    cpu[tool].append(float(res.data["cpu_s"]))
+                    if tool == "plugin":
+                        rehashed.append(int(res.result(tool).get("rehashed") or 0))
+                    bench.drop(cache)
+            med = {t: median(v) for t, v in walls.items()}
+            # Each repeat runs both tools back to back: the ratio of each pair is less exposed to
+            # the load other processes put on the machine than the ratio of the two medians.
+            pairs = [a / b for a, b in zip(walls["plugin"], walls["hf"], strict=True)]
+            figures[f"{transport}/{mode}"] = {
+                "wall_s": walls,
+                "cpu_s": cpu,
+                "pair_ratios": pairs,
+                "ru_maxrss_mib": rss,
+                "rehashed_bytes": rehashed,
+                "ratio": med["plugin"] / med["hf"],
+            }
+            what = f"link capped at {LINK_MIB_S} MiB/s" if rate else "raw loopback"
+            bench.rows.append(
+                Row(
+                    f"12.{mode}.{transport}",
+                    f"12 cold, one {p.huge_mib} MiB file, {transport}, {what}",
+                    "wall / A's wall",
+                    med["plugin"] / med["hf"],
+                    1.0,
+                    None,
+                    Target("<=", goal, f"<= {goal:.2f}"),
+                    fmt="{:.3f}",
+                    note=(
+                        f"plugin {med['plugin']:.2f}s, A {med['hf']:.2f}s (median of the per-repeat ratios "
+                        f"{median(pairs):.3f}); CPU plugin {median(cpu['plugin']):.2f}s, A {median(cpu['hf']):.2f}s; "
+                        f"peak RSS plugin "
+                        f"{median(rss['plugin']):.0f} MiB, A {median(rss['hf']):.0f} MiB; hashed after the "
+                        f"transfer: {median(rehashed) / MIB:.1f} MiB (median)"
+                    ),
+                )
+            )
+    bench.hub.set_link_rate(None)
+    bench.figures["12_cold_cost"] = figures
+
+
 WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "1": cold_eight,
     "2": two_repos,
@@ -840,6 +904,7 @@ WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "7": deep_verify,
     "8": plugin_overhead,
     "9": wire_cost,
+    "12": cold_cost,
     "13": rate_window,
     "14": outage_warm,
 }

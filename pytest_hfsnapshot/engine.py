@@ -43,6 +43,7 @@ from .errors import (
 from .failures import cause as _cause
 from .failures import failed_file as _failed_file
 from .failures import hub as _hub
+from .hashing import ArrivalHasher
 from .listing import METADATA_MARKERS as METADATA_MARKERS  # re-exported: it lived here
 from .locking import RepoLock
 from .repair import Repairer
@@ -174,6 +175,8 @@ class _Engine:
         #: Whether giving up on the Hub itself makes the session remember an outage (see outage.py).
         self.remembers_outages = True
         self.repair = Repairer(self.repo, request.label, lock_timeout=self.lock_timeout)
+        #: Bytes of downloaded files hashed after their transfer (not while they arrived).
+        self.rehashed = 0
 
     # --- entry --------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -571,8 +574,10 @@ class _Engine:
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         while True:
             failure: BaseException | None = None
+            arrivals = ArrivalHasher(self.repo.blobs, needed)
             try:
-                snapshot_download(
+                arrivals.run(
+                    snapshot_download,
                     request.repo_id,
                     repo_type=request.repo_type,
                     revision=commit,
@@ -599,7 +604,8 @@ class _Engine:
                 else:
                     still.append(f)
             new = [f for f in fresh if f.blob_name not in blobs_before or self.verify == "sha256"]
-            corrupt = set(hash_mismatches(self.repair.blob_pairs(commit, new)))
+            corrupt = set(arrivals.mismatches(self.repair.blob_pairs(commit, new)))
+            self.rehashed += arrivals.rehashed
             for f in fresh:
                 if f.path in corrupt:
                     self.repair.remove(commit, f, blob=True)
@@ -671,6 +677,7 @@ class _Engine:
             seconds=time.monotonic() - self.started,
             lock_wait=self.lock_wait,
             repaired=repaired,
+            rehashed=self.rehashed,
         )
 
 

@@ -33,6 +33,9 @@ class Snapshot(os.PathLike[str]):
     lock_wait: float = field(default=0.0, compare=False)
     #: Files that were found damaged in the cache and fetched again.
     repaired: tuple[str, ...] = field(default=(), compare=False)
+    #: Bytes of the files this call downloaded that were hashed after their transfer instead of while
+    #: they arrived: files read back in full, and the last writes of the others (0 for a cached snapshot).
+    rehashed: int = field(default=0, compare=False)
 
     def __fspath__(self) -> str:
         return str(self.path)

@@ -14,10 +14,15 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cache import XET_HASH_RE, RepoCache
 
-_CHUNK = 1 << 20
+if TYPE_CHECKING:
+    from hashlib import _Hash
+
+#: Read size of every streamed hash: memory stays flat for any file size.
+CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -61,17 +66,20 @@ class ExpectedFile:
 _BLOB_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
+def new_digest(*, lfs: bool, size: int) -> _Hash:
+    """The running hash a file of ``size`` bytes must end with its etag in: sha256 (LFS) or git blob sha1."""
+    if lfs:
+        return hashlib.sha256()
+    digest = hashlib.sha1()
+    digest.update(b"blob %d\0" % size)
+    return digest
+
+
 def content_hash(path: str | os.PathLike[str], *, lfs: bool) -> str:
     """sha256 of the file (LFS) or its git blob sha1 (regular files), streamed."""
-    if lfs:
-        digest = hashlib.sha256()
-        prefix = b""
-    else:
-        digest = hashlib.sha1()
-        prefix = b"blob %d\0" % os.path.getsize(path)
-    digest.update(prefix)
+    digest = new_digest(lfs=lfs, size=os.path.getsize(path))
     with open(path, "rb", buffering=0) as handle:
-        buffer = bytearray(_CHUNK)
+        buffer = bytearray(CHUNK)
         view = memoryview(buffer)
         while True:
             n = handle.readinto(buffer)

@@ -1,0 +1,196 @@
+"""Hashing downloads as they arrive: the digest is verify's, and nothing not followed in full is trusted.
+
+The first tests play the writer themselves (front to back into ``<etag>.<8 hex>.incomplete``, then a
+rename, as both of huggingface_hub's transfer paths do); the last ones download from the local Hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import file_fetches
+from huggingface_hub import constants
+
+from pytest_hfsnapshot import materialize
+from pytest_hfsnapshot.hashing import ArrivalHasher
+from pytest_hfsnapshot.testing.hub import LocalHub
+from pytest_hfsnapshot.verify import ExpectedFile, content_hash
+
+MIB = 1 << 20
+DATA = random.Random(1).randbytes(6 * MIB + 12345)
+SHA = hashlib.sha256(DATA).hexdigest()
+
+
+def expected(data: bytes = DATA, *, lfs: bool = True) -> ExpectedFile:
+    etag = hashlib.sha256(data).hexdigest() if lfs else hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return ExpectedFile("model.safetensors", len(data), etag, lfs)
+
+
+def writer(
+    blobs: Path,
+    f: ExpectedFile,
+    data: bytes,
+    *,
+    chunk: int = 256 * 1024,
+    pause: float = 0.002,
+    after: int = -1,
+    linger: float = 0.05,
+) -> Callable[[], Path]:
+    """A download writing ``data`` in chunks, then moving it into place; ``after``: bytes written, then a
+    pause long enough for the follower to read them, then the file cut back and written again from the start."""
+
+    def download() -> Path:
+        blobs.mkdir(parents=True, exist_ok=True)
+        incomplete = blobs / f"{f.blob_name}.0badc0de.incomplete"
+        with open(incomplete, "wb") as handle:
+            if after >= 0:
+                handle.write(DATA[:after])
+                handle.flush()
+                time.sleep(0.2)
+                handle.seek(0)
+                handle.truncate()
+                time.sleep(0.2)
+            for start in range(0, len(data), chunk):
+                handle.write(data[start : start + chunk])
+                handle.flush()
+                time.sleep(pause)
+        os.replace(incomplete, blobs / f.blob_name)
+        time.sleep(linger)  # the client links the file into place before it returns
+        return blobs / f.blob_name
+
+    return download
+
+
+@pytest.mark.parametrize("lfs", [True, False], ids=["sha256", "git-sha1"])
+def test_a_file_arriving_in_chunks_hashes_to_verifys_digest_without_being_read_back(tmp_path: Path, lfs: bool) -> None:
+    f = expected(lfs=lfs)
+    hasher = ArrivalHasher(tmp_path, [f])
+
+    blob = hasher.run(writer(tmp_path, f, DATA))
+
+    (arrival,) = hasher.arrivals[f.blob_name]
+    assert arrival.digest == content_hash(blob, lfs=lfs) == f.etag
+    assert hasher.trusted(f, blob)
+    assert hasher.mismatches([(f, blob)]) == []
+    assert hasher.rehashed < len(DATA) // 4, "at most the last writes are read after the transfer, and once"
+
+
+def test_a_byte_corrupted_on_the_way_is_caught_by_reading_the_file_back(tmp_path: Path) -> None:
+    f = expected()
+    bad = bytearray(DATA)
+    bad[len(bad) // 2] ^= 0xFF
+    hasher = ArrivalHasher(tmp_path, [f])
+
+    blob = hasher.run(writer(tmp_path, f, bytes(bad)))
+
+    assert not hasher.trusted(f, blob)
+    assert hasher.mismatches([(f, blob)]) == [f.path]
+    assert hasher.rehashed >= len(DATA), "the verdict comes from a full read"
+
+
+def test_a_file_written_before_the_follower_started_is_read_back_in_full(tmp_path: Path) -> None:
+    f = expected()
+    blob = writer(tmp_path, f, DATA, chunk=len(DATA), pause=0)()
+    hasher = ArrivalHasher(tmp_path, [f])
+
+    hasher.run(lambda: None)
+
+    assert not hasher.trusted(f, blob)
+    assert hasher.mismatches([(f, blob)]) == []
+    assert hasher.rehashed == len(DATA)
+
+
+def test_a_file_cut_back_and_rewritten_is_not_trusted(tmp_path: Path) -> None:
+    # Bytes read before the cut are no evidence for what was written after it: here the rewrite is damaged.
+    f = expected()
+    bad = bytearray(DATA)
+    bad[10] ^= 0xFF
+    hasher = ArrivalHasher(tmp_path, [f])
+
+    blob = hasher.run(writer(tmp_path, f, bytes(bad), after=MIB))
+
+    assert not hasher.arrivals
+    assert hasher.mismatches([(f, blob)]) == [f.path]
+
+
+@pytest.mark.parametrize("how", ["replaced", "changed in place"])
+def test_a_file_changed_after_it_was_hashed_is_read_back(tmp_path: Path, how: str) -> None:
+    f = expected()
+    hasher = ArrivalHasher(tmp_path, [f])
+    blob = hasher.run(writer(tmp_path, f, DATA))
+    assert hasher.trusted(f, blob)
+    time.sleep(0.05)  # past the filesystem's timestamp granularity
+    if how == "replaced":
+        other = tmp_path / "copy"
+        other.write_bytes(DATA)
+        os.replace(other, blob)
+    else:
+        with open(blob, "r+b") as handle:
+            handle.seek(7)
+            handle.write(bytes([DATA[7] ^ 0xFF]))
+
+    assert not hasher.trusted(f, blob)
+    assert hasher.mismatches([(f, blob)]) == ([] if how == "replaced" else [f.path])
+
+
+def test_other_files_and_files_already_there_are_left_alone(tmp_path: Path) -> None:
+    f = expected()
+    (tmp_path / f.blob_name).write_bytes(DATA)  # not this download's
+    hasher = ArrivalHasher(tmp_path, [f])
+
+    hasher.run(writer(tmp_path, expected(b"something else"), b"something else"))
+
+    assert not hasher.arrivals and hasher.rehashed == 0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_repo_of_many_files_does_not_hold_a_descriptor_per_file(tmp_path: Path) -> None:
+    contents = [f"file {i}".encode() * 100 for i in range(100)]
+    files = [expected(data, lfs=False) for data in contents]
+    hasher = ArrivalHasher(tmp_path, files)
+    held: list[int] = []
+
+    def download() -> None:
+        before = len(os.listdir("/proc/self/fd"))
+        for f, data in zip(files, contents, strict=True):
+            writer(tmp_path, f, data, pause=0, linger=0.01)()
+            held.append(len(os.listdir("/proc/self/fd")) - before)
+
+    hasher.run(download)
+
+    assert max(held) < 20, held
+    assert hasher.mismatches([(f, tmp_path / f.blob_name) for f in files]) == []
+
+
+# --- through the local Hub, on every transport --------------------------------------------------------
+BIG = random.Random(2).randbytes(24 * MIB)  # random: Xet can neither compress nor deduplicate it
+FILES = {"config.json": '{"model_type": "bert"}', "model.safetensors": BIG}
+
+
+def test_a_cold_download_is_verified_without_reading_it_back(local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/big", FILES)
+    local_hub.slow(64 * MIB)  # slower than hashing: the follower stays just behind the writer
+
+    snap = materialize("org/big")
+
+    assert snap.source == "download"
+    assert (snap / "model.safetensors").read_bytes() == BIG
+    # Plain HTTP writes in chunks of DOWNLOAD_CHUNK_SIZE: the last one lands as the file completes.
+    assert snap.rehashed <= constants.DOWNLOAD_CHUNK_SIZE < len(BIG), snap.rehashed
+
+
+def test_a_byte_corrupted_on_the_wire_is_caught_and_fetched_again(local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/big", FILES)
+    local_hub.slow(64 * MIB)
+    local_hub.corrupt("*model.safetensors", times=1)
+
+    snap = materialize("org/big", retries=2)
+
+    assert hashlib.sha256((snap / "model.safetensors").read_bytes()).digest() == hashlib.sha256(BIG).digest()
+    assert file_fetches(local_hub, "*model.safetensors") == 2
