@@ -16,7 +16,6 @@ Transfers are delegated to huggingface_hub; this module decides what to trust.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -26,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import HfApi, snapshot_download
 
-from . import failures, gate, outage, refusals, retry, space
+from . import failures, gate, outage, refusals, retry, space, state
 from . import listing as listing_mod
-from .cache import RepoCache, atomic_write_json, read_json
+from .cache import RepoCache
 from .choices import VerifyMode
 from .credentials import token_set
 from .errors import (
@@ -50,6 +49,7 @@ from .repair import Repairer
 from .request import RequestKeywords, SnapshotRequest, is_commit
 from .settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings
 from .snapshot import Snapshot, Source
+from .state import RECORD_VERSION as RECORD_VERSION  # re-exported: it lived here
 from .verify import ExpectedFile, check_file, hash_mismatches
 
 if TYPE_CHECKING:
@@ -57,12 +57,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pytest_hfsnapshot")
 
-RECORD_VERSION = 2
 #: Wall-clock bound on one call's transient-failure handling, the client's own retries included.
 RETRY_DEADLINE = 300.0
-_SESSION_MAX_AGE = 3 * 24 * 3600
-# Branch resolutions made by this process when no test session shares them.
-_resolved_here: dict[tuple[str, str, str, str], str] = {}
 
 
 def materialize(
@@ -225,7 +221,7 @@ class _Engine:
         One stat while the record is absent; the full checks only once it appears.
         """
         commit = self._known_commit()
-        if commit is None or not self._record_path(commit).exists():
+        if commit is None or not state.record_path(self.repo, self.request, commit).exists():
             return None
         return self._from_record(commit)
 
@@ -245,21 +241,8 @@ class _Engine:
             with gate.for_call(self.repo.cache_dir, self.max_rate_wait, self.session):
                 return self._online_locked(commit)
         except AuthError as refused:
-            # Remembered so that an offline run after a tokenless prefetch skips like this one; a
-            # cache where that cannot be written must still report the refusal itself.
-            with contextlib.suppress(OSError, HfSnapshotError):
-                atomic_write_json(
-                    self.repo.refusal_path,
-                    # Whether a token was set, never the token or anything derived from it.
-                    {
-                        "reason": refused.reason,
-                        "message": str(refused),
-                        "token_set": self._token_set(),
-                        "at": time.time(),
-                    },
-                    root=self.repo.cache_dir,
-                    repo_id=self.repo.repo_id,
-                )
+            # Remembered so that an offline run after a tokenless prefetch skips like this one.
+            state.remember_refusal(self.repo, reason=refused.reason, message=str(refused), token_set=self._token_set())
             raise
 
     def _refused_before(self) -> HfSnapshotError | None:
@@ -268,8 +251,8 @@ class _Engine:
         Replayed only under the token situation it was met in; otherwise the snapshot is simply
         not cached, and the error says how to prefetch it with the current token.
         """
-        data = read_json(self.repo.refusal_path)
-        if not isinstance(data, dict) or data.get("reason") not in refusals.AUTH_REASONS:
+        data = state.recalled_refusal(self.repo)
+        if data is None or data.get("reason") not in refusals.AUTH_REASONS:
             return None
         recorded = data.get("token_set")
         if not isinstance(recorded, bool) or not refusals.replay_refused(
@@ -313,49 +296,19 @@ class _Engine:
         return self._online(commit)
 
     # --- what we already know ---------------------------------------------------------------
-    def _memo_key(self) -> tuple[str, str, str, str]:
-        return (str(self.repo.cache_dir), self.request.repo_type, self.request.repo_id, self.request.revision)
-
     def _known_commit(self) -> str | None:
         if self.request.pinned:
             return self.request.revision
-        if self.session is not None:
-            data = read_json(self.repo.resolution_path(self.session, self.request.revision))
-            commit = data.get("commit") if isinstance(data, dict) else None
-            if isinstance(commit, str) and is_commit(commit):
-                return commit
-        elif self._memo_key() in _resolved_here:
-            return _resolved_here[self._memo_key()]
+        commit = state.resolved(self.repo, self.request, self.session)
+        if commit is not None:
+            return commit
         if self.offline:
             return self.repo.read_ref(self.request.revision)
         return None
 
-    def _remember(self, commit: str) -> None:
-        if self.session is None:
-            _resolved_here[self._memo_key()] = commit
-            return
-        path = self.repo.resolution_path(self.session, self.request.revision)
-        if not path.parent.exists():
-            _prune_sessions(self.repo.make_folders(path.parent.parent))
-        atomic_write_json(
-            path,
-            {"commit": commit, "revision": self.request.revision, "at": time.time()},
-            root=self.repo.cache_dir,
-            repo_id=self.repo.repo_id,
-        )
-
-    def _record_path(self, commit: str) -> Path:
-        return self.repo.record_path(commit, self.request.selection_key())
-
     def _from_record(self, commit: str) -> Snapshot | None:
-        data = read_json(self._record_path(commit))
-        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION or data.get("commit") != commit:
-            return None
-        try:
-            files = [ExpectedFile.from_json(raw) for raw in data["files"]]
-        except (KeyError, TypeError, ValueError):
-            return None
-        if not self.repair.folders(commit, files)[0]:
+        files = state.read_record(self.repo, self.request, commit)
+        if files is None or not self.repair.folders(commit, files)[0]:
             return None
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         if any(check_file(self.repo, snapshot_dir, f) is not None for f in files):
@@ -397,7 +350,7 @@ class _Engine:
                 repo_id=self.request.repo_id,
                 revision=self.request.revision,
             )
-        self._remember(commit)
+        state.remember_resolution(self.repo, self.request, self.session, commit)
         return commit, False
 
     def _with_retries(self, call: Any, *, what: str, filename: str | None = None, retried: bool = True) -> Any:
@@ -559,8 +512,7 @@ class _Engine:
             fetched = True
         self.repair.remove_orphans()
         self._write_record(commit, files, adopted)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.repo.refusal_path)
+        state.forget_refusal(self.repo)
         source: Source = "repair" if damaged else ("download" if fetched else "cache")
         if repaired:
             log.info("hfsnapshot: repaired %s: %s", self.request.label, ", ".join(repaired))
@@ -642,25 +594,7 @@ class _Engine:
 
     # --- results ------------------------------------------------------------------------------
     def _write_record(self, commit: str, files: list[ExpectedFile], adopted: dict[str, ExpectedFile]) -> None:
-        files = [adopted.get(f.path, f) for f in files]
-        atomic_write_json(
-            self._record_path(commit),
-            {
-                "version": RECORD_VERSION,
-                "repo_id": self.request.repo_id,
-                "repo_type": self.request.repo_type,
-                "commit": commit,
-                "selection": {
-                    "allow_patterns": self.request.allow_patterns,
-                    "ignore_patterns": self.request.ignore_patterns,
-                    "metadata_only": self.request.metadata_only,
-                },
-                "files": [f.to_json() for f in files],
-                "verified_at": time.time(),
-            },
-            root=self.repo.cache_dir,
-            repo_id=self.repo.repo_id,
-        )
+        state.write_record(self.repo, self.request, commit, [adopted.get(f.path, f) for f in files])
 
     def _snapshot(
         self, commit: str, files: list[ExpectedFile], source: Source, repaired: tuple[str, ...] = ()
@@ -686,23 +620,3 @@ def _blob_names(blobs: Path) -> set[str]:
         return set(os.listdir(blobs))
     except OSError:
         return set()
-
-
-def _prune_sessions(resolutions: Path) -> None:
-    """Drop branch resolutions of test sessions that ended days ago (tiny files, our own folder)."""
-    # The cache path is resolved, so a difference means a symlink on the way: it leads out of our
-    # own folder, and what is there is not ours to delete.
-    if os.path.realpath(resolutions) != str(resolutions):
-        return
-    try:
-        entries = list(os.scandir(resolutions))
-    except OSError:
-        return
-    cutoff = time.time() - _SESSION_MAX_AGE
-    for entry in entries:
-        with contextlib.suppress(OSError):
-            if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                for child in os.scandir(entry.path):
-                    if child.is_file(follow_symlinks=False):
-                        os.unlink(child.path)
-                os.rmdir(entry.path)

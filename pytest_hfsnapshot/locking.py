@@ -23,18 +23,17 @@ import contextlib
 import errno
 import logging
 import os
-import socket
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from filelock import BaseFileLock, FileLock, SoftFileLock, Timeout
 
-from .cache import RepoCache, atomic_write_json, read_json
+from .cache import RepoCache
 from .errors import InvalidRequestError, LockTimeoutError
+from .state import read_holder, write_holder
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -75,28 +74,6 @@ def lock_mode(folder: Path) -> str:
     if forced != "auto":
         return forced
     return "kernel" if flock_works(folder) else "soft"
-
-
-def write_holder(repo: RepoCache, mode: str, *, pid: int | None = None, host: str | None = None) -> None:
-    """Record who holds ``repo``'s lock (this process on this host unless told) for waiters' messages.
-
-    The one writer of the holder record ``{pid, host, since, since_iso, mode, repo}``, which
-    :meth:`RepoLock.holder` and :func:`describe_holder` read.
-    """
-    now = time.time()
-    atomic_write_json(
-        repo.holder_path,
-        {
-            "pid": os.getpid() if pid is None else pid,
-            "host": socket.gethostname() if host is None else host,
-            "since": now,
-            "since_iso": datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "mode": mode,
-            "repo": f"{repo.repo_type}:{repo.repo_id}",
-        },
-        root=repo.cache_dir,
-        repo_id=repo.repo_id,
-    )
 
 
 def describe_holder(holder: dict[str, Any]) -> str:
@@ -147,8 +124,7 @@ class RepoLock(Generic[T]):
 
     def holder(self) -> dict[str, Any]:
         """Who holds (or last held) the lock, from our holder record or the soft marker."""
-        record = read_json(self.repo.holder_path)
-        holder: dict[str, Any] = record if isinstance(record, dict) else {}
+        holder: dict[str, Any] = read_holder(self.repo)
         if self.mode == "soft":
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 marker = self.repo.soft_lock_path.read_text(encoding="utf-8")

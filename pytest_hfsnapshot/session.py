@@ -2,7 +2,7 @@
 
 It holds the run's options, the snapshots this process handed out (one materialization per
 request), and the verdicts of failed requests, shared with the session's other processes
-through :class:`~pytest_hfsnapshot.shared_failures.SharedFailures` so each failing request is
+through :class:`~pytest_hfsnapshot.state.SharedFailures` so each failing request is
 asked of the Hub once.
 
 With pytest-xdist, each worker ships its :class:`~pytest_hfsnapshot.snapshot_uses.SnapshotUse`
@@ -28,9 +28,9 @@ from .errors import AuthError, HfSnapshotError, HfSnapshotWarning
 from .formats import Failure, request_label
 from .options import Options
 from .request import SnapshotRequest
-from .shared_failures import SharedFailures
 from .snapshot import Snapshot
 from .snapshot_uses import SnapshotUse, request_key
+from .state import SharedFailures
 from .verdicts import Verdict, auth_outcome, for_failure
 
 _WORKERINPUT_SESSION = "hfsnapshot_session"

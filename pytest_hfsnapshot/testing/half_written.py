@@ -52,8 +52,8 @@ from pathlib import Path
 from typing import Concatenate, Generic, ParamSpec
 
 from ..cache import RepoCache, is_within
-from ..locking import write_holder
 from ..request import SnapshotRequest
+from ..state import write_holder
 
 P = ParamSpec("P")
 
