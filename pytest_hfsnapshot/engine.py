@@ -355,7 +355,6 @@ class _Engine:
 
     def _with_retries(self, call: Any, *, what: str, filename: str | None = None, retried: bool = True) -> Any:
         """Run ``call``, retrying transient failures; ``retried=False`` when the client retries it already."""
-        backoff = self.backoff
         cache, session = self.repo.cache_dir, self.session
         down = outage.known(cache, session, _hub())
         if down is not None:
@@ -369,14 +368,36 @@ class _Engine:
                 raise
             except Exception as error:
                 kind = retry.classify(error)
-                if kind.kind != "transient":
-                    raise self._typed(error, kind) from error
-                if not retried or kind.client_retried:
-                    backoff.attempts += 1
-                    raise self._gave_up(error, kind, backoff.attempts, what, filename) from error
-                if not backoff.wait(None if gate.holds(kind) else kind.retry_after):
-                    raise self._gave_up(error, kind, backoff.attempts, what, filename) from error
+                self._next_attempt(error, kind, what=what, filename=filename, retried=retried, hub_call=True)
                 log.info("hfsnapshot: retrying %s of %s after %s", what, self.request.label, _cause(kind))
+
+    def _next_attempt(
+        self,
+        error: BaseException,
+        kind: retry.Classification,
+        *,
+        what: str,
+        filename: str | None,
+        retried: bool = True,
+        hub_call: bool,
+    ) -> None:
+        """The one retry rule, after a failed attempt: return once the backoff has passed, to try
+        again; otherwise raise the typed error (not transient) or the give-up (budget spent).
+
+        ``retried=False``, or a request the client has just retried with its own backoff: another
+        round of ours on top would multiply the layers. A rate-limit window the session's gate holds
+        is waited out there, not here. ``hub_call``: a call to the Hub itself (revision, listing),
+        whose give-up makes the session remember an outage.
+        """
+        if kind.kind != "transient":
+            raise self._typed(error, kind) from error
+        give_up = self._gave_up if hub_call else self._exhausted
+        backoff = self.backoff
+        if not retried or kind.client_retried:
+            backoff.attempts += 1
+            raise give_up(error, kind, backoff.attempts, what, filename) from error
+        if not backoff.wait(None if gate.holds(kind) else kind.retry_after):
+            raise give_up(error, kind, backoff.attempts, what, filename) from error
 
     def _typed(self, error: BaseException, kind: retry.Classification) -> HfSnapshotError:
         return failures.typed(self.request, error, kind, token_set=self._token_set(), cache_dir=self.repo.cache_dir)
@@ -522,7 +543,6 @@ class _Engine:
         """Fetch ``needed`` until each is verified; returns the files adopted under another blob name."""
         request = self.request
         adopted: dict[str, ExpectedFile] = {}
-        backoff = self.backoff
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         while True:
             failure: BaseException | None = None
@@ -573,16 +593,8 @@ class _Engine:
             if kind.kind == "disk" and kind.errno is not None:
                 self.repair.remove_orphans()
                 raise self._disk(failure, kind.errno, still) from failure
-            if kind.kind != "transient":
-                raise self._typed(failure, kind) from failure
             filename = _failed_file(failure) or sorted(f.path for f in still)[0]
-            if kind.client_retried:
-                # The client has just retried this request with its own backoff: another round of
-                # ours on top would multiply the two layers.
-                backoff.attempts += 1
-                raise self._exhausted(failure, kind, backoff.attempts, "the download", filename) from failure
-            if not backoff.wait(kind.retry_after):
-                raise self._exhausted(failure, kind, backoff.attempts, "the download", filename) from failure
+            self._next_attempt(failure, kind, what="the download", filename=filename, hub_call=False)
             log.info(
                 "hfsnapshot: retrying the download of %s (%d file(s) left) after %s",
                 request.label,
