@@ -4,8 +4,8 @@
   session fetching their own repos cold: how many requests each tool sends into a window after
   its first 429, and the wall time against the window.
 - 14, ``outage_warm``: a warm ``pytest -n 4`` of 3 branch snapshots with the Hub unreachable (a closed
-  port): the wall time against one retry budget, with this code and, when ``/work/main`` (or
-  ``HFSNAPSHOT_BEFORE``) holds an older checkout, with that one.
+  port): the wall time against one retry budget, with this code and, when ``HFSNAPSHOT_BEFORE``
+  names an older checkout, with that one.
 """
 
 from __future__ import annotations
@@ -145,8 +145,13 @@ def _outage_suite(folder: Path) -> None:
 
 
 def _before_checkout() -> Path | None:
-    path = Path(os.environ.get("HFSNAPSHOT_BEFORE", "/work/main"))
-    return path if (path / "pytest_hfsnapshot" / "plugin.py").is_file() else None
+    """An older checkout to time as "before" (``HFSNAPSHOT_BEFORE``); None when unset or this one."""
+    given = os.environ.get("HFSNAPSHOT_BEFORE", "").strip()
+    if not given:
+        return None
+    path = Path(given).resolve()
+    this = Path(__file__).resolve().parent.parent
+    return path if path != this and (path / "pytest_hfsnapshot" / "plugin.py").is_file() else None
 
 
 def outage_warm(bench: Bench) -> None:
