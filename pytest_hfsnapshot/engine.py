@@ -143,34 +143,23 @@ def plan_request(request: SnapshotRequest, settings: Settings | None = None) -> 
     """
     base = settings or Settings()
     planning = Settings(cache_dir=base.cache_dir, retries=0, offline=False, session=base.session, token=base.token)
-    engine = _Engine(request, planning)
     # One unretried try is no verdict on the Hub: the call that follows spends the real budget.
-    engine.remembers_outages = False
-    return engine.plan()
+    return _Engine(request, planning, remembers_outages=False).plan()
 
 
 class _Engine:
-    def __init__(self, request: SnapshotRequest, settings: Settings) -> None:
+    def __init__(self, request: SnapshotRequest, settings: Settings, *, remembers_outages: bool = True) -> None:
         settings = settings.resolved()
         assert settings.cache_dir is not None and settings.offline is not None
         self.request = request
         self.settings = settings
         self.repo = RepoCache(settings.cache_dir, request.repo_id, request.repo_type)
-        self.verify = settings.verify
-        self.retries = settings.retries
-        self.lock_timeout = settings.lock_timeout
-        self.offline = settings.offline
-        self.strict = settings.strict
-        self.session = settings.session
-        self.token = settings.token
-        self.space_check = settings.space_check
-        self.max_rate_wait = settings.max_rate_wait
         self.started = time.monotonic()
         self.lock_wait = 0.0
-        self.backoff = retry.Backoff(retries=self.retries, deadline=self.started + RETRY_DEADLINE)
+        self.backoff = retry.Backoff(retries=self.settings.retries, deadline=self.started + RETRY_DEADLINE)
         #: Whether giving up on the Hub itself makes the session remember an outage (see outage.py).
-        self.remembers_outages = True
-        self.repair = Repairer(self.repo, request.label, lock_timeout=self.lock_timeout)
+        self.remembers_outages = remembers_outages
+        self.repair = Repairer(self.repo, request.label, lock_timeout=self.settings.lock_timeout)
         #: Bytes of downloaded files hashed after their transfer (not while they arrived).
         self.rehashed = 0
 
@@ -183,7 +172,7 @@ class _Engine:
                 return snap
         try:
             self.repo.cache_dir.mkdir(parents=True, exist_ok=True)
-            with RepoLock(self.repo, timeout=self.lock_timeout, done=self._finished_elsewhere) as lock:
+            with RepoLock(self.repo, timeout=self.settings.lock_timeout, done=self._finished_elsewhere) as lock:
                 self.lock_wait = lock.wait
                 if isinstance(lock.early, Snapshot):
                     return dataclasses.replace(lock.early, lock_wait=lock.wait, seconds=time.monotonic() - self.started)
@@ -231,14 +220,14 @@ class _Engine:
             snap = self._from_record(commit)
             if snap is not None:
                 return snap
-        if self.offline:
+        if self.settings.offline:
             try:
                 return self._offline(commit)
             except OfflineMissingError as missing:
                 raise self._refused_before() or missing from None
         try:
             # The session's rate-limit gate when one is installed (the plugin's), else one for this call.
-            with gate.for_call(self.repo.cache_dir, self.max_rate_wait, self.session):
+            with gate.for_call(self.repo.cache_dir, self.settings.max_rate_wait, self.settings.session):
                 return self._online_locked(commit)
         except AuthError as refused:
             # Remembered so that an offline run after a tokenless prefetch skips like this one.
@@ -273,9 +262,9 @@ class _Engine:
 
     def _token_set(self) -> bool:
         """Whether this call sends a token: the one given, or huggingface_hub's own lookup."""
-        if isinstance(self.token, str):
-            return bool(self.token)
-        if self.token is False:
+        if isinstance(self.settings.token, str):
+            return bool(self.settings.token)
+        if self.settings.token is False:
             return False
         return token_set()
 
@@ -284,7 +273,7 @@ class _Engine:
         if commit is None:
             commit, unverified = self._resolve()
         if unverified:
-            if self.strict:
+            if self.settings.strict:
                 raise UnverifiedRevisionError(
                     f"The Hub at {_hub()} could not be reached to confirm what {self.request.label} points at, and "
                     f"--hf-strict is on. The cache has commit {commit[:12]}; pin that commit or retry "
@@ -299,10 +288,10 @@ class _Engine:
     def _known_commit(self) -> str | None:
         if self.request.pinned:
             return self.request.revision
-        commit = state.resolved(self.repo, self.request, self.session)
+        commit = state.resolved(self.repo, self.request, self.settings.session)
         if commit is not None:
             return commit
-        if self.offline:
+        if self.settings.offline:
             return self.repo.read_ref(self.request.revision)
         return None
 
@@ -315,13 +304,13 @@ class _Engine:
             return None
         if self.repo.incomplete_blobs():
             return None  # an orphan to clean up (or a download in flight): the slow path decides
-        if self.verify == "sha256" and hash_mismatches(self.repair.blob_pairs(commit, files)):
+        if self.settings.verify == "sha256" and hash_mismatches(self.repair.blob_pairs(commit, files)):
             return None
         return self._snapshot(commit, files, "cache")
 
     # --- resolution ---------------------------------------------------------------------------
     def _api(self) -> HfApi:
-        return HfApi(token=self.token)
+        return HfApi(token=self.settings.token)
 
     def _resolve(self) -> tuple[str, bool]:
         """The commit a branch or tag points at now, or (cached commit, True) when the Hub is unreachable."""
@@ -350,12 +339,12 @@ class _Engine:
                 repo_id=self.request.repo_id,
                 revision=self.request.revision,
             )
-        state.remember_resolution(self.repo, self.request, self.session, commit)
+        state.remember_resolution(self.repo, self.request, self.settings.session, commit)
         return commit, False
 
     def _with_retries(self, call: Any, *, what: str, filename: str | None = None, retried: bool = True) -> Any:
         """Run ``call``, retrying transient failures; ``retried=False`` when the client retries it already."""
-        cache, session = self.repo.cache_dir, self.session
+        cache, session = self.repo.cache_dir, self.settings.session
         down = outage.known(cache, session, _hub())
         if down is not None:
             raise self._unreachable(down, what)
@@ -412,7 +401,7 @@ class _Engine:
     ) -> TransientError:
         """:meth:`_exhausted` for a call to the Hub itself; an unreachable Hub is remembered for the session."""
         if self.remembers_outages and (kind.status is None or kind.status >= 500):
-            outage.remember(self.repo.cache_dir, self.session, _hub(), _cause(kind))
+            outage.remember(self.repo.cache_dir, self.settings.session, _hub(), _cause(kind))
         return self._exhausted(error, kind, attempts, what, filename)
 
     def _unreachable(self, down: outage.Outage, what: str) -> TransientError:
@@ -471,7 +460,7 @@ class _Engine:
         snap = self._from_record(commit)
         if snap is None:
             listing = self._listing(commit, network=False)
-            what = "Offline" if self.offline else "The Hub is unreachable"
+            what = "Offline" if self.settings.offline else "The Hub is unreachable"
             if listing is None:
                 raise self._not_cached(
                     f"{what}, and the cache has no file listing for {self.request.label} (commit {commit[:12]}) "
@@ -479,7 +468,7 @@ class _Engine:
                     f"trees/{commit}.json",
                 )
             files = listing_mod.select(self.request, listing, commit)
-            findings = self.repair.inspect(commit, files, hash_all=self.verify == "sha256")
+            findings = self.repair.inspect(commit, files, hash_all=self.settings.verify == "sha256")
             problems = findings.problems
             if problems:
                 listed = ", ".join(f"{p} ({why})" for p, why in sorted(problems.items())[:5])
@@ -508,7 +497,7 @@ class _Engine:
             ref = self.repo.ref(self.request.revision)
             damaged = ref.is_file() and self.repo.read_ref(self.request.revision) is None
             self.repo.write_ref(self.request.revision, commit)
-        findings = self.repair.inspect(commit, files, hash_all=self.verify == "sha256")
+        findings = self.repair.inspect(commit, files, hash_all=self.settings.verify == "sha256")
         problems, adopted = findings.problems, dict(findings.adopted)
         blobs_before = _blob_names(self.repo.blobs)
         orphans = self.repo.incomplete_blobs()
@@ -527,7 +516,7 @@ class _Engine:
         needed = [f for f in files if f.path in problems]
         fetched = False
         if needed:
-            if self.space_check:
+            if self.settings.space_check:
                 self._check_space(needed)
             adopted.update(self._download(commit, needed, blobs_before))
             fetched = True
@@ -556,7 +545,7 @@ class _Engine:
                     cache_dir=str(self.repo.cache_dir),
                     allow_patterns=list(request.allow_patterns) if request.allow_patterns else None,
                     ignore_patterns=list(request.effective_ignore) if request.effective_ignore else None,
-                    token=self.token,
+                    token=self.settings.token,
                 )
             except HfSnapshotError:
                 raise
@@ -575,7 +564,7 @@ class _Engine:
                     still.append(f)
                 else:
                     still.append(f)
-            new = [f for f in fresh if f.blob_name not in blobs_before or self.verify == "sha256"]
+            new = [f for f in fresh if f.blob_name not in blobs_before or self.settings.verify == "sha256"]
             corrupt = set(arrivals.mismatches(self.repair.blob_pairs(commit, new)))
             self.rehashed += arrivals.rehashed
             for f in fresh:

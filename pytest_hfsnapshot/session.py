@@ -21,7 +21,6 @@ import warnings
 from typing import Any
 
 import pytest
-from huggingface_hub import constants as hf_constants
 
 from . import gate
 from .errors import AuthError, HfSnapshotError, HfSnapshotWarning
@@ -51,7 +50,7 @@ class HfSnapshotSession:
         self.failures = SharedFailures(session_id)
         #: The session's rate-limit gate, installed once huggingface_hub's HTTP layer is loaded.
         self.gate = gate.Gate(
-            lambda: options.cache_dir if options.cache_dir is not None else hf_constants.HF_HUB_CACHE,
+            options.effective_cache_dir,
             session_id,
             max_wait=options.max_rate_wait,
             cap_name="--hf-max-rate-wait",
