@@ -12,6 +12,8 @@ import hashlib
 import importlib
 import os
 import random
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -1384,3 +1386,45 @@ def test_hubs_are_independent(two_hubs: tuple[LocalHub, LocalHub], tmp_path: Pat
         with hub.configure_client(tmp_path / content):
             assert Path(hf_hub_download("org/r", "config.json")).read_text() == content
             assert Path(hf_hub_download("org/r", "model.safetensors")).read_text() == content
+
+
+@SERVER
+def test_wait_idle_waits_for_a_paced_body_and_times_out_naming_it(local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/paced", {"data.txt": b"x" * 300_000})
+    url = f"{local_hub.url}/org/paced/resolve/main/data.txt"
+    local_hub.slow(1_000_000)  # 0.3 s of body
+    reader = threading.Thread(target=lambda: HTTP.get(url, timeout=30))
+    reader.start()
+    _wait_for(lambda: local_hub.served("*data.txt") > 0)
+    with pytest.raises(TimeoutError, match="still answering"):
+        local_hub.wait_idle(timeout=0.01)
+    reader.join()
+    local_hub.wait_idle()
+    assert local_hub.served("*data.txt") == 300_000
+
+
+@SERVER
+def test_wait_idle_after_a_client_dies_mid_body_leaves_counters_that_do_not_move(local_hub: LocalHub) -> None:
+    body = b"y" * 400_000
+    local_hub.add_repo("org/paced", {"data.txt": body})
+    host, port = urlsplit(local_hub.url).hostname, urlsplit(local_hub.url).port
+    local_hub.slow(2_000_000)
+    with socket.create_connection((host, port)) as client:
+        client.sendall(b"GET /org/paced/resolve/main/data.txt HTTP/1.1\r\nHost: hub\r\n\r\n")
+        client.recv(4096)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset, as a kill leaves
+    local_hub.wait_idle()
+    cut_short = local_hub.served("*data.txt")
+    assert cut_short < len(body)
+    local_hub.slow(None)
+    assert HTTP.get(f"{local_hub.url}/org/paced/resolve/main/data.txt", timeout=30).content == body
+    local_hub.wait_idle()
+    # Only the second response was added: nothing of the dead client's was counted after wait_idle.
+    assert local_hub.served("*data.txt") == cut_short + len(body)
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.002)

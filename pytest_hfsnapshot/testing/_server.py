@@ -8,6 +8,7 @@ handler only reads the request and writes what it is given, cut or corrupted as 
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import threading
 import time
@@ -90,10 +91,32 @@ class Servers:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
+        self._answering = 0
 
     @property
     def running(self) -> bool:
         return bool(self._servers)
+
+    def busy(self) -> bool:
+        """Whether a request is being answered, or one has arrived that no handler has read yet.
+
+        A connection with bytes (or an end of file) waiting to be read, and a listening socket
+        with a connection waiting to be accepted, are work about to start: a client killed
+        mid-request leaves exactly that, and its handler's last write is still to be counted.
+        """
+        with self._lock:
+            if self._answering:
+                return True
+            sockets: list[Any] = [*self._connections, *(server.socket for server in self._servers.values())]
+        try:
+            readable, _, _ = select.select(sockets, [], [], 0)
+        except (OSError, ValueError):  # a socket closed meanwhile: its handler is finishing
+            return True
+        return bool(readable)
+
+    def answering(self, *, started: bool) -> None:
+        with self._lock:
+            self._answering += 1 if started else -1
 
     def bind(self, origin: Origin, host: str, *, port: int = 0, url_host: str | None = None) -> None:
         """Serve ``origin`` on ``port`` of ``host`` (0: a free one); its URLs name ``url_host`` (default: ``host``)."""
@@ -153,6 +176,17 @@ class _Server(ThreadingHTTPServer):
     servers: Servers
     origin: Origin
 
+    def get_request(self) -> tuple[socket.socket, Any]:
+        # Called once the listening socket is readable (busy); the new connection is tracked
+        # before this call ends, so no moment shows neither.
+        self.servers.answering(started=True)
+        try:
+            connection, address = super().get_request()
+            self.servers.track(connection, add=True)
+        finally:
+            self.servers.answering(started=False)
+        return connection, address
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -163,7 +197,20 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         # Headers and body go out in separate writes: without this, Nagle + delayed ACK add ~40 ms each.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.server.servers.track(self.connection, add=True)
+
+    def handle_one_request(self) -> None:
+        # Peeked, not read: the bytes stay readable in the socket (so Servers.busy() sees them)
+        # until the request is marked as being answered. Clients here never pipeline requests.
+        try:
+            self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:  # the idle keep-alive timeout, or a reset
+            self.close_connection = True
+            return
+        self.server.servers.answering(started=True)
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.servers.answering(started=False)
 
     def finish(self) -> None:
         try:

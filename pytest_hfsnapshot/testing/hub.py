@@ -78,6 +78,7 @@ import secrets
 import shutil
 import string
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -385,6 +386,22 @@ class LocalHub:
     def reset_counters(self) -> None:
         """Empty ``requests`` and ``bytes_served``."""
         self._log.clear()
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Return once no origin is answering a request, nor has one waiting to be read.
+
+        Call it before comparing counters after a client was killed or timed out: the server may
+        still be writing (and counting) that client's response. ``TimeoutError`` after
+        ``timeout`` seconds names what is still in progress.
+        """
+        deadline = time.monotonic() + timeout
+        while self._servers.busy():
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the local Hub was still answering a request after {timeout}s: a client is still "
+                    "downloading (a paced body with slow() takes its time), or a connection is held open"
+                )
+            time.sleep(0.002)
 
     def request_count(self, pattern: str | None = None, method: str | None = None, status: int | None = None) -> int:
         """How many requests match ``pattern`` (path or alias, as the fault plan), ``method`` and ``status``."""
