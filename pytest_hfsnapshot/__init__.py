@@ -27,8 +27,8 @@ from .errors import (
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from .declarations import snapshot_fixture
-    from .engine import materialize
+    from .core.engine import materialize
+    from .plugin.declarations import snapshot_fixture
 
 __version__ = "0.1.0"
 
@@ -37,11 +37,11 @@ def __getattr__(name: str) -> Any:
     # Both are imported on first use: the fixture factory needs pytest (the core must not), and
     # the engine needs huggingface_hub's HTTP stack (a pytest start-up must not pay for it).
     if name == "snapshot_fixture":
-        from .declarations import snapshot_fixture
+        from .plugin.declarations import snapshot_fixture
 
         return snapshot_fixture
     if name == "materialize":
-        from .engine import materialize
+        from .core.engine import materialize
 
         return materialize
     raise AttributeError(f"module 'pytest_hfsnapshot' has no attribute {name!r}")

@@ -10,9 +10,21 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from typing import Literal, get_args
 
-from .choices import VERIFY_MODES, VerifyMode
 from .errors import InvalidRequestError
+
+# The values a user chooses between, each spelled once for the plugin's options, the CLI and prefetch.
+#: What a test needing a snapshot the Hub refuses does (``--hf-on-auth-error``).
+AuthAction = Literal["skip", "xfail", "fail"]
+#: What a test needing a snapshot that is not fully cached does offline (``--hf-on-missing``).
+MissingAction = Literal["fail", "skip"]
+#: How cached files are re-checked (``--hf-verify``).
+VerifyMode = Literal["size", "sha256"]
+
+AUTH_ACTIONS: tuple[AuthAction, ...] = get_args(AuthAction)
+MISSING_ACTIONS: tuple[MissingAction, ...] = get_args(MissingAction)
+VERIFY_MODES: tuple[VerifyMode, ...] = get_args(VerifyMode)
 
 #: Extra attempts for transient failures, the default of ``materialize`` and ``--hf-retries``.
 DEFAULT_RETRIES = 5
@@ -83,4 +95,15 @@ def _seconds(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "DEFAULT_MAX_RATE_WAIT", "DEFAULT_RETRIES", "Settings"]
+__all__ = [
+    "AUTH_ACTIONS",
+    "DEFAULT_LOCK_TIMEOUT",
+    "DEFAULT_MAX_RATE_WAIT",
+    "DEFAULT_RETRIES",
+    "MISSING_ACTIONS",
+    "VERIFY_MODES",
+    "AuthAction",
+    "MissingAction",
+    "Settings",
+    "VerifyMode",
+]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import file_fetches
 
-from pytest_hfsnapshot.__main__ import main
+from pytest_hfsnapshot.cli import main
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 FILES: dict[str, bytes | str] = {"config.json": "{}", "model.safetensors": b"\x05" * 4096}

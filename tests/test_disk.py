@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 from conftest import raised_from
 
-from pytest_hfsnapshot import DiskError, HfSnapshotError, retry, space
-from pytest_hfsnapshot.cache import RepoCache
+from pytest_hfsnapshot import DiskError, HfSnapshotError
+from pytest_hfsnapshot.core import retry, space
+from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.verify import ExpectedFile
 from pytest_hfsnapshot.testing.hub import LocalHub
-from pytest_hfsnapshot.verify import ExpectedFile
 
 MiB = 1024 * 1024
 WEIGHTS = "*.safetensors"
@@ -314,7 +315,7 @@ def test_a_prefetch_that_cannot_fit_transfers_nothing(local_hub: LocalHub, tmp_p
         """
         import contextlib, io
         from pytest_hfsnapshot import materialize
-        from pytest_hfsnapshot.__main__ import main
+        from pytest_hfsnapshot.cli import main
         materialize("org/small", cache_dir=cache)  # complete in the cache: no transfer, no space needed
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -435,7 +436,7 @@ def test_with_the_check_off_a_prefetch_fails_plainly_one_line_per_cause(local_hu
         tmp_path / "disk",
         """
         import contextlib, io
-        from pytest_hfsnapshot.__main__ import main
+        from pytest_hfsnapshot.cli import main
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             code = main(["prefetch", "--cache-dir", cache, "--no-space-check",

@@ -18,9 +18,9 @@ from conftest import file_fetches
 from huggingface_hub import constants
 
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.hashing import ArrivalHasher
+from pytest_hfsnapshot.core.hashing import ArrivalHasher
+from pytest_hfsnapshot.core.verify import ExpectedFile, content_hash
 from pytest_hfsnapshot.testing.hub import LocalHub
-from pytest_hfsnapshot.verify import ExpectedFile, content_hash
 
 MIB = 1 << 20
 DATA = random.Random(1).randbytes(6 * MIB + 12345)

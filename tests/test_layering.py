@@ -1,4 +1,4 @@
-"""How the package hangs together: no import cycle, a pytest-free core, a light plugin start-up, old names kept."""
+"""How the package hangs together, read from its folders: the face, the core, the plugin, the kit, no cycle."""
 
 from __future__ import annotations
 
@@ -10,18 +10,43 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_hfsnapshot"
-# The pytest layer: the only modules that may import pytest (the testing kit's fixtures included).
-PYTEST_LAYER = {
-    "pytest_hfsnapshot.declarations",
-    "pytest_hfsnapshot.options",
-    "pytest_hfsnapshot.plugin",
-    "pytest_hfsnapshot.prefetch_run",
-    "pytest_hfsnapshot.reporting",
-    "pytest_hfsnapshot.session",
-    "pytest_hfsnapshot.testing.fixtures",
-    "pytest_hfsnapshot.testing_plugin",
-    "pytest_hfsnapshot.verdicts",
+#: The folders of the package and what each may import, besides itself. The public face is the
+#: modules directly in the package (errors, snapshot, request, settings); they import only each other.
+MAY_IMPORT = {
+    "face": {"face"},
+    "core": {"face"},
+    "plugin": {"face", "core"},
+    "testing": {"face", "core"},
+    "demo": {"face", "core", "testing"},
+    # The command line runs the core's commands and the kit's `serve`, never pytest in-process.
+    "cli": {"face", "core", "testing"},
+    # `import pytest_hfsnapshot` hands out materialize and snapshot_fixture on first use.
+    "front": {"face", "core", "plugin"},
 }
+MAX_TOP_MODULES = 8
+
+
+def layer(name: str) -> str:
+    """The folder a module belongs to, as ``MAY_IMPORT`` names it."""
+    parts = name.split(".")
+    if name == "pytest_hfsnapshot":
+        return "front"
+    if (PACKAGE / parts[1]).is_dir():
+        return parts[1]
+    return "cli" if parts[1] in ("cli", "__main__") else "face"
+
+
+def our_entry_points() -> dict[str, str]:
+    """The pytest11 entry points of the installed distribution: name -> module."""
+    from importlib.metadata import entry_points
+
+    found = entry_points(group="pytest11")
+    return {ep.name: ep.value for ep in found if ep.value.partition(".")[0] == "pytest_hfsnapshot"}
+
+
+def entry_point_modules() -> set[str]:
+    """The modules the pytest11 entry points name."""
+    return set(our_entry_points().values())
 
 
 def module_name(path: Path) -> str:
@@ -116,26 +141,51 @@ def test_no_import_cycle_deferred_or_not() -> None:
 def test_the_graph_sees_imports_inside_functions() -> None:
     graph = import_graph()
     # Both are imported inside functions only.
-    assert "pytest_hfsnapshot.engine" in graph["pytest_hfsnapshot.session"]
-    assert "pytest_hfsnapshot.prefetch_run" in graph["pytest_hfsnapshot.plugin"]
+    assert "pytest_hfsnapshot.core.engine" in graph["pytest_hfsnapshot.plugin.session"]
+    assert "pytest_hfsnapshot.plugin.prefetch_run" in graph["pytest_hfsnapshot.plugin.hooks"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_the_core_never_imports_pytest_or_the_pytest_layer() -> None:
+def pytest_modules(graph: dict[str, set[str]]) -> set[str]:
+    """The modules that may import pytest: the plugin folder, each entry point, and what only an entry point imports."""
+    entry_points = entry_point_modules()
+    importers: dict[str, set[str]] = {name: set() for name in graph}
+    for name, targets in graph.items():
+        for target in targets:
+            importers[target].add(name)
+    allowed = {name for name in graph if layer(name) == "plugin"} | entry_points
+    allowed |= {name for name, by in importers.items() if by and by <= entry_points}
+    return allowed
+
+
+def test_each_folder_imports_only_the_folders_below_it() -> None:
+    graph = import_graph()
+    offending = {
+        name: sorted(t for t in targets if layer(t) != layer(name) and layer(t) not in MAY_IMPORT[layer(name)])
+        for name, targets in graph.items()
+    }
+    assert {name: targets for name, targets in offending.items() if targets} == {}
+    assert {layer(name) for name in graph} == set(MAY_IMPORT), "a folder was added or removed: update MAY_IMPORT"
+
+
+def test_only_the_plugin_and_the_entry_points_import_pytest() -> None:
     graph = import_graph()
     modules = package_modules()
-    offending = {}
-    for name, path in modules.items():
-        # The package's __init__ hands out snapshot_fixture on first use (its __getattr__), so
-        # `import pytest_hfsnapshot` stays pytest-free (see the next test) without it being core.
-        if name in PYTEST_LAYER or name == "pytest_hfsnapshot":
-            continue
-        direct = {t for t in imports(name, path, set(modules)) if t.partition(".")[0] in ("pytest", "_pytest")}
-        layer = graph[name] & PYTEST_LAYER
-        if direct or layer:
-            offending[name] = sorted(direct | layer)
-    assert offending == {}
-    assert set(modules) >= PYTEST_LAYER, "a pytest-layer module was renamed: update PYTEST_LAYER"
+    allowed = pytest_modules(graph)
+    direct = {
+        name: sorted(t for t in imports(name, path, set(modules)) if t.partition(".")[0] in ("pytest", "_pytest"))
+        for name, path in modules.items()
+        if name not in allowed
+    }
+    assert {name: found for name, found in direct.items() if found} == {}
+    assert "pytest_hfsnapshot.testing.fixtures" in allowed and "pytest_hfsnapshot.testing.hub" not in allowed
+
+
+def test_the_public_face_is_at_most_eight_modules() -> None:
+    top = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+    subpackages = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
+    assert {"core", "plugin", "testing"} <= set(subpackages)
 
 
 def run_python(code: str) -> str:
@@ -146,20 +196,23 @@ def run_python(code: str) -> str:
 
 def test_plugin_start_up_imports_no_http_stack() -> None:
     loaded = run_python(
-        "import sys, pytest_hfsnapshot.plugin, pytest_hfsnapshot.testing_plugin; print('\\n'.join(sys.modules))"
+        "import sys, pytest_hfsnapshot.plugin.hooks, pytest_hfsnapshot.testing.plugin; print('\\n'.join(sys.modules))"
     ).split()
     heavy = {"httpx", "httpx2", "huggingface_hub.errors", "huggingface_hub.utils", "huggingface_hub.hf_api"}
-    ours = {"pytest_hfsnapshot.engine", "pytest_hfsnapshot.prefetch", "pytest_hfsnapshot.refusals"}
+    ours = {"pytest_hfsnapshot.core.engine", "pytest_hfsnapshot.core.prefetch", "pytest_hfsnapshot.core.refusals"}
     assert sorted(set(loaded) & (heavy | ours)) == []
 
 
 def test_every_core_module_imports_where_pytest_cannot_be() -> None:
     from test_cli import NO_PYTEST
 
-    core = sorted(name for name in package_modules() if name not in PYTEST_LAYER)
-    assert "pytest_hfsnapshot.prefetch" in core
+    pytest_free = pytest_modules(import_graph())
+    core = sorted(name for name in package_modules() if name not in pytest_free)
+    assert "pytest_hfsnapshot.core.prefetch" in core
     run_python(NO_PYTEST + "".join(f"import {name}\n" for name in core))
-    layer = subprocess.run([sys.executable, "-c", NO_PYTEST + "import pytest_hfsnapshot.plugin"], capture_output=True)
+    layer = subprocess.run(
+        [sys.executable, "-c", NO_PYTEST + "import pytest_hfsnapshot.plugin.hooks"], capture_output=True
+    )
     assert layer.returncode != 0 and b"pytest is not installed here" in layer.stderr
 
 
@@ -167,28 +220,28 @@ def test_every_core_module_imports_where_pytest_cannot_be() -> None:
     ("module", "names"),
     [
         (
-            "pytest_hfsnapshot.plugin",
-            "AUTH_ACTIONS MISSING_ACTIONS VERIFY_MODES NO_TOKEN_REASON HfSnapshotSession Options "
-            "SnapshotFactory SnapshotRecord fetch_snapshot get_options hf_snapshot hf_snapshots human_size "
-            "primary_records request_from_marker requests_for_items session_id snapshot_fixture "
-            "snapshot_records summary_lines",
-        ),
-        (
-            "pytest_hfsnapshot.prefetch",
-            "DEFAULT_WORKERS Display Outcome PrefetchResult parse_spec prefetch progress_line report_lines "
-            "stream_display",
-        ),
-        (
             "pytest_hfsnapshot",
-            "AuthError EntryNotFoundError HfSnapshotError InvalidRequestError LockTimeoutError "
-            "OfflineMissingError RevisionNotFoundError Snapshot TransientError UnsafeCacheError "
-            "UnverifiedRevisionError VerificationError materialize snapshot_fixture",
+            "AuthError DiskError EntryNotFoundError HfSnapshotError HfSnapshotWarning InvalidRequestError "
+            "LockTimeoutError OfflineMissingError RateLimitError RevisionNotFoundError Snapshot TransientError "
+            "UnsafeCacheError UnverifiedRevisionError VerificationError materialize snapshot_fixture",
+        ),
+        ("pytest_hfsnapshot.testing.hub", "LocalHub"),
+        (
+            "pytest_hfsnapshot.testing.half_written",
+            "interrupted_download missing_file truncated_blob corrupted_blob dangling_link orphan_incomplete "
+            "empty_ref garbage_ref stale_lock",
         ),
     ],
 )
-def test_names_that_moved_are_still_importable_from_where_they_were(module: str, names: str) -> None:
+def test_the_contracts_public_names_are_where_it_says(module: str, names: str) -> None:
     imported = __import__(module, fromlist=["_"])
     assert [name for name in names.split() if not hasattr(imported, name)] == []
+
+
+def test_the_plugin_is_registered_as_hfsnapshot() -> None:
+    assert set(our_entry_points()) == {"hfsnapshot", "hfsnapshot-testing"}
+    for module in entry_point_modules():
+        __import__(module)
 
 
 if __name__ == "__main__":

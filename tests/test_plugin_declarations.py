@@ -195,7 +195,7 @@ def test_bad_conftest_declaration_names_the_line(pytester: pytest.Pytester, decl
         ]
     )
     result.stderr.fnmatch_lines([message])
-    assert "pytest_hfsnapshot/declarations.py" not in result.stderr.str()
+    assert "pytest_hfsnapshot/plugin/declarations.py" not in result.stderr.str()
 
 
 def test_bad_declaration_in_a_test_module_is_a_collection_error(pytester: pytest.Pytester) -> None:
@@ -273,7 +273,7 @@ def test_requests_for_items(pytester: pytest.Pytester) -> None:
         """
         import pytest
         from pytest_hfsnapshot import snapshot_fixture
-        from pytest_hfsnapshot.plugin import requests_for_items
+        from pytest_hfsnapshot.plugin.hooks import requests_for_items
 
         tiny = snapshot_fixture("org/tiny")
         data = snapshot_fixture("org/data", repo_type="dataset", allow_patterns="*.csv")
@@ -318,7 +318,7 @@ def test_requests_for_items_follows_overrides(pytester: pytest.Pytester) -> None
     pytester.makeconftest(
         """
         from pytest_hfsnapshot import snapshot_fixture
-        from pytest_hfsnapshot.plugin import requests_for_items
+        from pytest_hfsnapshot.plugin.hooks import requests_for_items
 
         model = snapshot_fixture("org/base")
 

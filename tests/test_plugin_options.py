@@ -26,7 +26,7 @@ OPTIONS = [
 
 # A conftest hook rather than a test: a --hf-prefetch-only run runs no test.
 SHOW_OPTIONS = """
-from pytest_hfsnapshot.plugin import get_options
+from pytest_hfsnapshot.plugin.hooks import get_options
 
 def pytest_sessionstart(session):
     print("OPTIONS", get_options(session.config))

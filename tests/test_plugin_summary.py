@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hfsnapshot.formats import human_size
-from pytest_hfsnapshot.reporting import summary_lines
+from pytest_hfsnapshot.core.formats import human_size
+from pytest_hfsnapshot.plugin.reporting import summary_lines
+from pytest_hfsnapshot.plugin.snapshot_uses import SnapshotUse, primary_uses
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.snapshot import Snapshot
-from pytest_hfsnapshot.snapshot_uses import SnapshotUse, primary_uses
 from pytest_hfsnapshot.testing import half_written
 from pytest_hfsnapshot.testing.hub import LocalHub
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import file_fetches
 
-from pytest_hfsnapshot.cache import own_dir
+from pytest_hfsnapshot.core.layout import own_dir
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 pytest.importorskip("xdist")
@@ -68,7 +68,7 @@ def test_snapshot_uses_reach_the_controller_by_session_finish(
         import json
         import pytest
         from pytest_hfsnapshot import snapshot_fixture
-        from pytest_hfsnapshot.plugin import primary_uses, snapshot_uses
+        from pytest_hfsnapshot.plugin.hooks import primary_uses, snapshot_uses
 
         tiny = snapshot_fixture("org/tiny")
 
@@ -135,7 +135,7 @@ def test_workers_share_the_session_id(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         import os
-        from pytest_hfsnapshot.plugin import session_id
+        from pytest_hfsnapshot.plugin.hooks import session_id
 
         def test_a(pytestconfig, tmp_path_factory):
             worker = os.environ["PYTEST_XDIST_WORKER"]

@@ -8,11 +8,11 @@ import time
 import pytest
 from conftest import file_fetches
 
+from pytest_hfsnapshot.core.prefetch import Display, PrefetchResult, RequestResult, prefetch, report_lines
+from pytest_hfsnapshot.core.specs import parse_spec
 from pytest_hfsnapshot.errors import AuthError, RevisionNotFoundError
-from pytest_hfsnapshot.prefetch import Display, PrefetchResult, RequestResult, prefetch, report_lines
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.snapshot import Snapshot
-from pytest_hfsnapshot.specs import parse_spec
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 FILES: dict[str, bytes | str] = {"config.json": "{}", "model.safetensors": b"\x03" * (64 * 1024)}

@@ -9,16 +9,15 @@ import pytest
 from conftest import raised_from
 from huggingface_hub import errors as hf_errors
 
-from pytest_hfsnapshot import retry
-from pytest_hfsnapshot.errors import AuthError, TransientError
-from pytest_hfsnapshot.refusals import (
+from pytest_hfsnapshot.core import retry
+from pytest_hfsnapshot.core.refusals import (
     auth_message,
     auth_repo,
     classify_auth,
-    exception_chain,
     replay_refused,
     skips,
 )
+from pytest_hfsnapshot.errors import AuthError, TransientError
 
 
 def http_error(
@@ -94,7 +93,7 @@ def test_classify_through_implicit_context() -> None:
 def test_exception_chain_survives_cycles() -> None:
     first, second = ValueError("a"), KeyError("b")
     first.__cause__, second.__context__ = second, first
-    assert list(exception_chain(first)) == [first, second]
+    assert list(retry.chain(first)) == [first, second]
     assert classify_auth(first) is None
 
 

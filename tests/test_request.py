@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from huggingface_hub.file_download import repo_folder_name as client_folder_name
 
-from pytest_hfsnapshot.cache import repo_folder_name
+from pytest_hfsnapshot.core.layout import repo_folder_name
 from pytest_hfsnapshot.request import SnapshotRequest, is_commit, repo_path, repo_type_of_prefix
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

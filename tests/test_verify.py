@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hfsnapshot.cache import RepoCache, store_file
-from pytest_hfsnapshot.verify import ExpectedFile, check_file, content_hash, hash_mismatches, link_target
+from pytest_hfsnapshot.core.layout import RepoCache, store_file
+from pytest_hfsnapshot.core.verify import ExpectedFile, check_file, content_hash, hash_mismatches, link_target
 
 COMMIT = "c" * 40
 DATA = b"weights" * 1000

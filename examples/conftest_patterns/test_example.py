@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import Snapshot
-from pytest_hfsnapshot.plugin import SnapshotFactory
+from pytest_hfsnapshot.plugin.hooks import SnapshotFactory
 
 
 def test_snapshot_is_a_path(tiny_bert: Snapshot) -> None:

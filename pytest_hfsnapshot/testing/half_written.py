@@ -5,7 +5,7 @@ Each function takes a repo already in a huggingface_hub cache (for example fille
 byte for byte, so a test can prove that its code (or ``materialize``) copes::
 
     from huggingface_hub import snapshot_download
-    from pytest_hfsnapshot.testing import half_written
+    from . import half_written
 
     snapshot_download("org/tiny", cache_dir=cache)
     half_written.truncated_blob(cache, "org/tiny", "model.safetensors")
@@ -51,9 +51,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Concatenate, Generic, ParamSpec
 
-from ..cache import RepoCache, is_within
+from ..core.layout import RepoCache, is_within
+from ..core.state import write_holder
 from ..request import SnapshotRequest
-from ..state import write_holder
 
 P = ParamSpec("P")
 

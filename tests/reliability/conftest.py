@@ -26,7 +26,7 @@ import pytest
 from conftest import file_fetches, xet_in_use
 
 from pytest_hfsnapshot import Snapshot
-from pytest_hfsnapshot.cache import RepoCache
+from pytest_hfsnapshot.core.layout import RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub, is_lfs
 
 # The child reports "ready" once its imports are done, optionally waits for a "go" file so that
@@ -36,8 +36,8 @@ CHILD = r"""
 import json, os, socket, sys, time
 spec = json.loads(sys.argv[1])
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.cache import RepoCache
-from pytest_hfsnapshot.locking import RepoLock
+from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.locking import RepoLock
 from huggingface_hub import hf_hub_download
 print("ready", os.getpid(), socket.gethostname(), flush=True)
 go = spec.get("go")

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import LockTimeoutError, materialize
-from pytest_hfsnapshot.cache import RepoCache
-from pytest_hfsnapshot.locking import MODE_ENV
+from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.locking import MODE_ENV
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import Child, assert_each_file_crossed_once, assert_snapshot_matches, repo_files, start_together

@@ -31,8 +31,8 @@ from typing import Any, Generic, TypeVar
 
 from filelock import BaseFileLock, FileLock, SoftFileLock, Timeout
 
-from .cache import RepoCache
-from .errors import InvalidRequestError, LockTimeoutError
+from ..errors import InvalidRequestError, LockTimeoutError
+from .layout import RepoCache
 from .state import read_holder, write_holder
 
 log = logging.getLogger("pytest_hfsnapshot")

@@ -14,9 +14,9 @@ from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
-from .cache import XET_HASH_RE, RepoCache
-from .errors import InvalidRequestError, VerificationError
-from .request import SnapshotRequest
+from ..errors import InvalidRequestError, VerificationError
+from ..request import SnapshotRequest
+from .layout import XET_HASH_RE, RepoCache
 from .verify import ExpectedFile
 
 #: At least one of these must be in a full snapshot (README.md counts for datasets and spaces).

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from .cache import RepoCache
-from .errors import UnsafeCacheError
+from ..errors import UnsafeCacheError
+from .layout import RepoCache
 from .verify import ExpectedFile, check_file, hash_mismatches, linked_blob_name
 
 log = logging.getLogger("pytest_hfsnapshot")

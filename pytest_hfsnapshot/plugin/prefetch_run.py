@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..core.prefetch import Display, PrefetchResult, fit, prefetch, report_lines
+from ..core.specs import parse_spec
+from ..errors import InvalidRequestError
+from ..request import SnapshotRequest
 from .declarations import requests_for_items
-from .errors import InvalidRequestError
-from .prefetch import Display, PrefetchResult, fit, prefetch, report_lines
-from .request import SnapshotRequest
 from .session import HfSnapshotSession
-from .specs import parse_spec
 
 if TYPE_CHECKING:
-    from .space import Need
+    from ..core.space import Need
 
 _RESULT_KEY = pytest.StashKey[PrefetchResult]()
 _DIST_OFF_KEY = pytest.StashKey[bool]()
@@ -77,7 +77,7 @@ def planner(state: HfSnapshotSession) -> Callable[[SnapshotRequest], Need] | Non
     options = state.options
     if not options.space_check or options.effective_offline():
         return None
-    from .engine import plan_request  # a prefetch run needs the engine anyway
+    from ..core.engine import plan_request  # a prefetch run needs the engine anyway
 
     def plan(request: SnapshotRequest) -> Need:
         return plan_request(request, options.settings(state.session_id))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
+from ..errors import AuthError
+from ..request import repo_path
 from . import retry
-from .errors import AuthError
-from .request import repo_path
-from .retry import chain as exception_chain
+from .retry import chain
 
 #: Values of :attr:`pytest_hfsnapshot.errors.AuthError.reason`, also returned by :func:`classify_auth`.
 AUTH_REASONS = ("gated", "unauthorized", "not_found_or_private", "invalid_token")
@@ -62,7 +62,7 @@ def classify_auth(exc: BaseException) -> str | None:
 
 
 def _own_refusal(exc: BaseException) -> AuthError | None:
-    return next((link for link in exception_chain(exc) if isinstance(link, AuthError)), None)
+    return next((link for link in chain(exc) if isinstance(link, AuthError)), None)
 
 
 def auth_repo(exc: BaseException) -> tuple[str, str] | None:
@@ -165,7 +165,6 @@ __all__ = [
     "auth_message",
     "auth_repo",
     "classify_auth",
-    "exception_chain",
     "find_auth_error",
     "not_replayed_message",
     "replay_refused",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .testing import fixtures
+from . import fixtures
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cache import XET_HASH_RE, RepoCache
+from .layout import XET_HASH_RE, RepoCache
 
 if TYPE_CHECKING:
     from hashlib import _Hash

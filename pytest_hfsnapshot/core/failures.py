@@ -1,8 +1,8 @@
 """What a failed materialization says: the typed error for each kind of failure, in one place.
 
 The kind is decided by :func:`pytest_hfsnapshot.retry.classify`; the words of a refused access
-come from :mod:`pytest_hfsnapshot.refusals` and those of a refused write from
-:mod:`pytest_hfsnapshot.space`. Messages carry class names, statuses, repo names, files and
+come from :mod:`pytest_hfsnapshot.core.refusals` and those of a refused write from
+:mod:`pytest_hfsnapshot.core.space`. Messages carry class names, statuses, repo names, files and
 endpoints, never a header or a token.
 """
 
@@ -15,8 +15,7 @@ from urllib.parse import unquote
 
 from huggingface_hub import constants
 
-from . import outage, refusals, retry, space
-from .errors import (
+from ..errors import (
     AuthError,
     DiskError,
     EntryNotFoundError,
@@ -25,7 +24,8 @@ from .errors import (
     RevisionNotFoundError,
     TransientError,
 )
-from .request import SnapshotRequest
+from ..request import SnapshotRequest
+from . import outage, refusals, retry, space
 from .verify import ExpectedFile
 
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .request import SnapshotRequest
-from .snapshot import Snapshot
+from ..request import SnapshotRequest
+from ..snapshot import Snapshot
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 When the engine's retries on a Hub call (the revision, the listing) give up on connection
 errors, timeouts or 5xx answers, the endpoint is written down for the session, one small file
-per endpoint in ``outages/{session}/`` (see :mod:`pytest_hfsnapshot.cache`'s layout). Until
+per endpoint in ``outages/{session}/`` (see :mod:`pytest_hfsnapshot.core.layout`'s layout). Until
 :data:`RECHECK_AFTER` seconds have passed, every process of the session treats that endpoint as
 down at once: a cached branch is served as an unverified revision (or fails under
 ``--hf-strict``) without spending another retry budget. After that the next call asks the Hub
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .cache import atomic_write_json, own_dir, read_json
-from .errors import HfSnapshotError
+from ..errors import HfSnapshotError
+from .layout import atomic_write_json, own_dir, read_json
 
 #: Seconds an outage is believed before the Hub is asked again.
 RECHECK_AFTER = 30.0

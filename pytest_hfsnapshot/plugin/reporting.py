@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from . import manifest
-from .credentials import hub_token, token_set
-from .formats import Failure, count, failure_groups, human_size, request_label
-from .gate import Waited
+from ..core import manifest
+from ..core.credentials import hub_token, token_set
+from ..core.formats import Failure, count, failure_groups, human_size, request_label
+from ..core.gate import Waited
 from .options import Options
 from .snapshot_uses import SnapshotUse, primary_uses
 

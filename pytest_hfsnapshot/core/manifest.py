@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .cache import atomic_write_text
-from .request import SnapshotRequest
-from .snapshot import Snapshot
+from ..request import SnapshotRequest
+from ..snapshot import Snapshot
+from .layout import atomic_write_text
 
 #: The keys of every manifest entry, in the order the docs list them (the file sorts them).
 KEYS = ("repo_id", "repo_type", "revision", "commit", "files", "size")

@@ -11,9 +11,17 @@ from typing import Any, TypeVar
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from .choices import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES, AuthAction, MissingAction, VerifyMode
-from .offline import env_offline
-from .settings import DEFAULT_MAX_RATE_WAIT, Settings
+from ..core.offline import env_offline
+from ..settings import (
+    AUTH_ACTIONS,
+    DEFAULT_MAX_RATE_WAIT,
+    MISSING_ACTIONS,
+    VERIFY_MODES,
+    AuthAction,
+    MissingAction,
+    Settings,
+    VerifyMode,
+)
 
 _Choice = TypeVar("_Choice", bound=str)
 

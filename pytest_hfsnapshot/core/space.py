@@ -31,10 +31,10 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..errors import DiskError
 from . import retry
-from .cache import RepoCache
-from .errors import DiskError
 from .formats import count, human_size
+from .layout import RepoCache
 from .verify import ExpectedFile
 
 #: The smallest margin kept free beyond the bytes to fetch.

@@ -4,9 +4,9 @@
 :class:`Display`. Two callers:
 
 - ``pytest --hf-prefetch-only [selection]`` (and ``pytest-hfsnapshot prefetch [pytest arguments]``):
-  :mod:`pytest_hfsnapshot.prefetch_run` gathers the snapshots the selected tests declare, plus
+  :mod:`pytest_hfsnapshot.plugin.prefetch_run` gathers the snapshots the selected tests declare, plus
   those of the ini option ``hf_prefetch``, and fetches them through the plugin's session;
-- ``pytest-hfsnapshot prefetch --repo org/name[@revision] ...`` (:mod:`pytest_hfsnapshot.__main__`)
+- ``pytest-hfsnapshot prefetch --repo org/name[@revision] ...`` (:mod:`pytest_hfsnapshot.cli`)
   fetches the repos given with ``materialize``, in a process that never imports pytest.
 
 The ini option ``hf_prefetch`` declares the snapshots tests get through the ``hf_snapshots(...)``
@@ -27,7 +27,7 @@ time) and a line is printed as each snapshot is done; elsewhere (CI logs) only t
 
 Space: given a ``plan`` (what each request would fetch, see
 :func:`pytest_hfsnapshot.engine.plan_request`), the whole set is checked against the cache's free
-space before any transfer (:mod:`pytest_hfsnapshot.space`), blobs the snapshots share counted once.
+space before any transfer (:mod:`pytest_hfsnapshot.core.space`), blobs the snapshots share counted once.
 When it does not fit, **nothing is transferred**: every snapshot that needs a transfer fails with
 the same :class:`~pytest_hfsnapshot.errors.DiskError` (the bytes needed, the bytes free, the
 biggest snapshots), and only those already complete in the cache are made ready. Transfers that
@@ -58,14 +58,14 @@ from typing import TextIO
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.utils.tqdm import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
 
+from ..errors import AuthError, DiskError
+from ..request import SnapshotRequest
+from ..settings import AuthAction
+from ..snapshot import Snapshot
 from . import space
-from .choices import AuthAction
 from .credentials import token_set
-from .errors import AuthError, DiskError
 from .formats import Failure, count, failure_groups, human_size, request_label
 from .refusals import auth_message, skips
-from .request import SnapshotRequest
-from .snapshot import Snapshot
 from .specs import parse_spec
 
 #: Repos worked on at once.
@@ -95,11 +95,6 @@ class PrefetchResult:
     seconds: float
 
     @property
-    def outcomes(self) -> tuple[RequestResult, ...]:
-        """Former name of :attr:`results`."""
-        return self.results
-
-    @property
     def ready(self) -> list[RequestResult]:
         return [r for r in self.results if r.snapshot is not None]
 
@@ -122,10 +117,6 @@ class PrefetchResult:
 def _skipped_refusal(result: RequestResult) -> bool:
     error = result.error
     return isinstance(error, AuthError) and skips(error.reason, private=result.request.private)
-
-
-#: Former name of :class:`RequestResult`.
-Outcome = RequestResult
 
 
 # --- progress display ---------------------------------------------------------------------------
@@ -359,7 +350,6 @@ def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = "skip") 
 __all__ = [
     "DEFAULT_WORKERS",
     "Display",
-    "Outcome",
     "PrefetchResult",
     "RequestResult",
     "failure_of",

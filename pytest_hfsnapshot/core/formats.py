@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .request import SnapshotRequest
+from ..request import SnapshotRequest
 
 #: One failed snapshot as the reports list it: its label, the error's type name, its message, and
 #: its ``cause`` (the repo-independent words some errors carry, e.g. one full disk), or None.

@@ -8,7 +8,7 @@ default) still makes the client, and the gate adds two event hooks to it:
 
 - on a response: a 429 that says when the window resets (``RateLimit: "api";r=0;t=55``, or
   ``Retry-After``) is written to one small file per endpoint in the session's gate folder
-  (``gate/{session}/`` in :mod:`pytest_hfsnapshot.cache`'s layout), and logged once per window;
+  (``gate/{session}/`` in :mod:`pytest_hfsnapshot.core.layout`'s layout), and logged once per window;
 - before a request: one ``stat`` of its endpoint's file. Absent (the warm path, no 429 met):
   the request goes. Present: the request waits until the window's reset, or raises
   :class:`~pytest_hfsnapshot.errors.RateLimitError` when the reset is further away than the cap.
@@ -40,17 +40,15 @@ from urllib.parse import urlsplit
 
 from filelock import FileLock
 
-from .cache import atomic_write_json, own_dir, read_json
-from .errors import HfSnapshotError, RateLimitError
-from .settings import DEFAULT_MAX_RATE_WAIT
+from ..errors import HfSnapshotError, RateLimitError
+from ..settings import DEFAULT_MAX_RATE_WAIT
+from .layout import atomic_write_json, own_dir, read_json
 
 if TYPE_CHECKING:
     from .retry import Classification
 
 log = logging.getLogger("pytest_hfsnapshot")
 
-#: The longest wait for one window to reset, by default: the bound on one call's retries.
-DEFAULT_MAX_WAIT = DEFAULT_MAX_RATE_WAIT
 # Two 429s of one window give resets a second apart at most (the Hub rounds t to seconds).
 _SAME_WINDOW = 1.5
 
@@ -87,7 +85,7 @@ class Gate:
         cache_dir: Callable[[], str | os.PathLike[str]],
         session: str,
         *,
-        max_wait: float = DEFAULT_MAX_WAIT,
+        max_wait: float = DEFAULT_MAX_RATE_WAIT,
         cap_name: str,
     ) -> None:
         self._cache_dir = cache_dir
@@ -340,7 +338,6 @@ def _policy(headers: Any) -> str | None:
 
 
 __all__ = [
-    "DEFAULT_MAX_WAIT",
     "Gate",
     "Waited",
     "acquire",

@@ -6,7 +6,7 @@ per-process session object, registered here in ``pytest_configure``), :mod:`.dec
 (``snapshot_fixture``, the markers), :mod:`.verdicts` (what a test gets when its snapshot cannot
 be had), :mod:`.reporting` (header, summary, manifest, redaction) and :mod:`.prefetch_run`
 (``--hf-prefetch-only``). The testing kit's fixtures have their own entry point,
-``hfsnapshot-testing`` (:mod:`.testing_plugin`).
+``hfsnapshot-testing`` (:mod:`pytest_hfsnapshot.testing.plugin`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import gate, outage, reporting, verdicts
-from .choices import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES
+from ..core import gate, outage
+from ..core.formats import human_size
+from ..core.offline import force_offline
+from ..errors import InvalidRequestError
+from ..request import RequestKeywords, SnapshotRequest
+from ..settings import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES
+from ..snapshot import Snapshot
+from . import reporting, verdicts
 from .declarations import (
     MARKERS,
     NO_TOKEN_REASON,
@@ -26,14 +32,9 @@ from .declarations import (
     requests_for_items,
     snapshot_fixture,
 )
-from .errors import InvalidRequestError
-from .formats import human_size
-from .offline import force_offline
 from .options import Options, add_options, prefetch_only_wanted, read_options
 from .reporting import summary_lines
-from .request import RequestKeywords, SnapshotRequest
 from .session import HfSnapshotSession, find_state, start, state_of
-from .snapshot import Snapshot
 from .snapshot_uses import SnapshotUse, primary_uses
 
 if TYPE_CHECKING:
@@ -237,11 +238,6 @@ def snapshot_uses(config: pytest.Config) -> list[SnapshotUse]:
     return state_of(config).all_uses()
 
 
-# Former names, kept so existing imports work.
-SnapshotRecord = SnapshotUse
-primary_records = primary_uses
-snapshot_records = snapshot_uses
-
 __all__ = [
     "AUTH_ACTIONS",
     "MISSING_ACTIONS",
@@ -250,20 +246,17 @@ __all__ = [
     "HfSnapshotSession",
     "Options",
     "SnapshotFactory",
-    "SnapshotRecord",
     "SnapshotUse",
     "fetch_snapshot",
     "get_options",
     "hf_snapshot",
     "hf_snapshots",
     "human_size",
-    "primary_records",
     "primary_uses",
     "request_from_marker",
     "requests_for_items",
     "session_id",
     "snapshot_fixture",
-    "snapshot_records",
     "snapshot_uses",
     "summary_lines",
 ]

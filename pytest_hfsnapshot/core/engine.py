@@ -25,12 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import HfApi, snapshot_download
 
-from . import failures, gate, outage, refusals, retry, space, state
-from . import listing as listing_mod
-from .cache import RepoCache
-from .choices import VerifyMode
-from .credentials import token_set
-from .errors import (
+from ..errors import (
     AuthError,
     DiskError,
     HfSnapshotError,
@@ -39,17 +34,19 @@ from .errors import (
     UnverifiedRevisionError,
     VerificationError,
 )
+from ..request import RequestKeywords, SnapshotRequest, is_commit
+from ..settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings, VerifyMode
+from ..snapshot import Snapshot, Source
+from . import failures, gate, outage, refusals, retry, space, state
+from . import listing as listing_mod
+from .credentials import token_set
 from .failures import cause as _cause
 from .failures import failed_file as _failed_file
 from .failures import hub as _hub
 from .hashing import ArrivalHasher
-from .listing import METADATA_MARKERS as METADATA_MARKERS  # re-exported: it lived here
+from .layout import RepoCache
 from .locking import RepoLock
 from .repair import Repairer
-from .request import RequestKeywords, SnapshotRequest, is_commit
-from .settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings
-from .snapshot import Snapshot, Source
-from .state import RECORD_VERSION as RECORD_VERSION  # re-exported: it lived here
 from .verify import ExpectedFile, check_file, hash_mismatches
 
 if TYPE_CHECKING:
@@ -96,11 +93,11 @@ def materialize(
             resolved once per session per cache.
         token: passed to huggingface_hub (default: its own lookup).
         space_check: before transferring, refuse a snapshot that does not fit in the cache's free
-            space (see :mod:`pytest_hfsnapshot.space`); False for filesystems whose free space
+            space (see :mod:`pytest_hfsnapshot.core.space`); False for filesystems whose free space
             means nothing.
 
         max_rate_wait: the longest wait, in seconds, for a rate-limit window of the Hub to reset;
-            every request of the call goes through the rate-limit gate (:mod:`pytest_hfsnapshot.gate`).
+            every request of the call goes through the rate-limit gate (:mod:`pytest_hfsnapshot.core.gate`).
             Inside a pytest session the session's gate, and so its ``--hf-max-rate-wait``, is used.
 
     Raises:

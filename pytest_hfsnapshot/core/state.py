@@ -9,7 +9,7 @@
   (``outcomes/<session>/<key>.json``, :class:`SharedFailures`);
 - **lock holder**: who holds a repo's lock (``locks/<repo>.holder.json``, :func:`write_holder`).
 
-The paths are :mod:`pytest_hfsnapshot.cache`'s; every write is atomic. Reading a file that is
+The paths are :mod:`pytest_hfsnapshot.core.layout`'s; every write is atomic. Reading a file that is
 missing, unreadable or of another format gives None: the state is a cache of facts, and every
 fact is checked again before it is trusted.
 """
@@ -26,9 +26,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .cache import RepoCache, atomic_write_json, own_dir, read_json
-from .errors import HfSnapshotError
-from .request import SnapshotRequest, is_commit
+from ..errors import HfSnapshotError
+from ..request import SnapshotRequest, is_commit
+from .layout import RepoCache, atomic_write_json, own_dir, read_json
 from .verify import ExpectedFile
 
 #: The format of verification records; a record of another format is ignored (one verification pass).

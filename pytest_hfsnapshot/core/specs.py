@@ -9,8 +9,8 @@ from __future__ import annotations
 import inspect
 import json
 
-from .errors import InvalidRequestError
-from .request import SnapshotRequest, repo_type_of_prefix
+from ..errors import InvalidRequestError
+from ..request import SnapshotRequest, repo_type_of_prefix
 
 #: The keywords a declaration takes (marker, JSON spec): exactly those of ``SnapshotRequest.build``.
 REQUEST_KEYWORDS: tuple[str, ...] = tuple(inspect.signature(SnapshotRequest.build).parameters)

@@ -5,7 +5,7 @@ Both of huggingface_hub's transfer paths write a file front to back into
 with the shared blob store the same file is then moved on to ``<cache>/blobs/<xx>/<xet hash>``).
 An :class:`ArrivalHasher` follows that folder from a thread while the download runs: it opens
 each new file of the expected etags, reads what has been written so far (from the page cache,
-just behind the writer) and feeds it to the same hash :mod:`~pytest_hfsnapshot.verify` uses.
+just behind the writer) and feeds it to the same hash :mod:`~pytest_hfsnapshot.core.verify` uses.
 
 Nothing is trusted on the strength of the following alone. A digest counts for a file only
 when the file verification finds is the very one that was followed (same device and inode),
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .cache import INCOMPLETE_RE
+from .layout import INCOMPLETE_RE
 from .verify import CHUNK, ExpectedFile, hash_mismatches, new_digest
 
 T = TypeVar("T")

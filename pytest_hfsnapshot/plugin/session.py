@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
-from . import gate
-from .errors import AuthError, HfSnapshotError, HfSnapshotWarning
-from .formats import Failure, request_label
+from ..core import gate
+from ..core.formats import Failure, request_label
+from ..core.state import SharedFailures
+from ..errors import AuthError, HfSnapshotError, HfSnapshotWarning
+from ..request import SnapshotRequest
+from ..snapshot import Snapshot
 from .options import Options
-from .request import SnapshotRequest
-from .snapshot import Snapshot
 from .snapshot_uses import SnapshotUse, request_key
-from .state import SharedFailures
 from .verdicts import Verdict, auth_outcome, for_failure
 
 _WORKERINPUT_SESSION = "hfsnapshot_session"
@@ -84,7 +84,7 @@ class HfSnapshotSession:
         opts = self.options
         # Imported on the first snapshot, not at start-up: a suite that needs none does not pay
         # for huggingface_hub's HTTP stack.
-        from .engine import materialize_request
+        from ..core.engine import materialize_request
 
         self.install_gate()
 

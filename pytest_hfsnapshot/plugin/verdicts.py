@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from .choices import AUTH_ACTIONS, AuthAction
-from .credentials import token_set
-from .errors import AuthError, HfSnapshotError, OfflineMissingError
+from ..core.credentials import token_set
+from ..errors import AuthError, HfSnapshotError, OfflineMissingError
+from ..request import SnapshotRequest
+from ..settings import AUTH_ACTIONS, AuthAction
 from .options import Options
-from .request import SnapshotRequest
 
 #: The report (and exception) attribute holding ``{"action": ..., "reason": ...}`` for refused accesses.
 AUTH_TAG = "hfsnapshot_auth"
@@ -78,7 +78,7 @@ def for_failure(
     the ``hf_prefetch`` ini option, the only way a prefetch sees it).
     """
     if isinstance(error, AuthError):
-        from .refusals import auth_message, skips  # on first use: see for_test_code
+        from ..core.refusals import auth_message, skips  # on first use: see for_test_code
 
         message = auth_message(
             error.reason,
@@ -112,7 +112,7 @@ def for_test_code(exc: BaseException, options: Options) -> Verdict | None:
     """
     # Imported on the first failing test, not at start-up: classification needs
     # huggingface_hub's errors, and with them its HTTP client.
-    from .refusals import auth_message, auth_repo, classify_auth, skips
+    from ..core.refusals import auth_message, auth_repo, classify_auth, skips
 
     reason = classify_auth(exc)
     if reason is None:

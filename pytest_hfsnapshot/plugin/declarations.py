@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from .credentials import hub_token
-from .errors import InvalidRequestError
-from .request import RequestKeywords, SnapshotRequest
+from ..core.credentials import hub_token
+from ..errors import InvalidRequestError
+from ..request import RequestKeywords, SnapshotRequest
+from ..snapshot import Snapshot
 from .session import state_of
-from .snapshot import Snapshot
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

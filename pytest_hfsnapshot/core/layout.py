@@ -39,8 +39,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .errors import UnsafeCacheError
-from .request import is_commit
+from ..errors import UnsafeCacheError
+from ..request import is_commit
 
 #: Our state folder, relative to the cache root (see the module docstring).
 OWN_DIR = os.path.join(".locks", "hfsnapshot")
