@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_demo import EXAMPLES, hub_repos
 
 from pytest_hfsnapshot.core import pins
 from pytest_hfsnapshot.core.layout import own_dir
@@ -346,3 +350,80 @@ def test_usage_errors_of_the_pin_options(
         ["ERROR: --hf-update-pins asks the Hub *, and HF_HUB_OFFLINE=1 makes this run offline: *"]
     )
     assert not (pytester.path / "p.json").exists()
+
+
+# --- the CI recipe ------------------------------------------------------------------------------------
+
+
+@pytest.mark.transports("xet")
+def test_the_example_pin_file_pins_every_branch_the_example_declares(
+    pytester: pytest.Pytester, local_hub: LocalHub
+) -> None:
+    hub_repos(local_hub)
+    example = EXAMPLES / "conftest_patterns"
+    pytester.makeconftest((example / "conftest.py").read_text())
+    pytester.makepyfile(test_example=(example / "test_example.py").read_text())
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--hf-prefetch-only", "--hf-pins=generated.json", "--hf-update-pins"
+    )
+    assert result.ret == 0, result.stdout.str()
+    shipped = pins.read(example / "hf-pins.json")
+    assert sorted(shipped.pins) == sorted(pins.read(pytester.path / "generated.json").pins)
+    assert (example / "hf-pins.json").read_text() == pins.render(shipped.entries)
+
+
+def workflow_steps() -> dict[str, dict[str, Any]]:
+    yaml = pytest.importorskip("yaml")
+    workflow = yaml.safe_load((EXAMPLES / "pins-update.yml").read_text())
+    assert workflow[True]["schedule"]  # YAML 1.1 reads the key `on` as True
+    return {step.get("name", step.get("uses", "")): step for step in workflow["jobs"]["pins"]["steps"]}
+
+
+def run_step(step: dict[str, Any], folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A workflow step's shell script, as GitHub runs it (bash -e), with this venv's commands on PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        cwd=folder,
+        env={**os.environ, **env, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.transports("xet")
+def test_the_pins_update_workflow_checks_updates_and_describes_the_pull_request(
+    local_hub: LocalHub, tmp_path: Path
+) -> None:
+    steps = workflow_steps()
+    check, update, pull = steps["Check the pins"], steps["Update the pins"], steps["Open a pull request"]
+    assert update["if"] == pull["if"] == "steps.check.outputs.moved == 'true'"
+    assert pull["uses"].startswith("peter-evans/create-pull-request@")
+    assert pull["with"]["add-paths"] == "${{ env.PINS }}"
+    old = local_hub.add_repo("org/tiny", FILES)
+    write_pins(tmp_path / "tests" / "hf-pins.json", [entry("org/tiny", old)])
+    (tmp_path / "runner").mkdir()
+    env = {
+        "PINS": "tests/hf-pins.json",
+        "RUNNER_TEMP": str(tmp_path / "runner"),
+        "GITHUB_OUTPUT": str(tmp_path / "out"),
+    }
+
+    done = run_step(check, tmp_path, env)
+    assert done.returncode == 0 and not (tmp_path / "out").exists(), done.stderr
+
+    new = local_hub.add_repo("org/tiny", NEWER)
+    line = f"org/tiny@main: {old[:12]} -> {new[:12]}"
+    done = run_step(check, tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out").read_text() == "moved=true\n"
+    assert done.stdout.splitlines() == [line]
+    done = run_step(update, tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "tests" / "hf-pins.json").read_text()) == [entry("org/tiny", new)]
+    assert f"```\n{line}\n```\n" in (tmp_path / "runner" / "body.md").read_text()
+
+    (tmp_path / "tests" / "hf-pins.json").write_text("[{}]")
+    done = run_step(check, tmp_path, env)
+    assert done.returncode == 2 and "the key 'repo_id' is missing" in done.stderr
