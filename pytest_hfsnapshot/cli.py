@@ -174,6 +174,7 @@ def _pins(action: str, path: str, retries: int) -> int:
 
     from .core import gate, outage, pins
     from .core.engine import resolve_revision
+    from .core.formats import count
     from .errors import HfSnapshotError, InvalidRequestError
     from .settings import DEFAULT_MAX_RATE_WAIT, Settings
 
@@ -208,10 +209,8 @@ def _pins(action: str, path: str, retries: int) -> int:
     for text in failed:
         print(f"{name}: {text}", file=sys.stderr)
     if failed:
-        print(
-            f"{name}: {len(failed)} of {len(branches)} pins could not be checked; {path} is left as it is",
-            file=sys.stderr,
-        )
+        left = f"; {path} is left as it was" if action == "update" else ""
+        print(f"{name}: {len(failed)} of {count(len(branches), 'pin')} could not be checked{left}", file=sys.stderr)
         return 2
     moved = len(update.moved)
     if not moved:
@@ -219,7 +218,7 @@ def _pins(action: str, path: str, retries: int) -> int:
         return 0
     if action == "check":
         print(
-            f"{name}: {moved} of {len(branches)} pins moved in {path}; `{PROG} pins update {path}` pins what "
+            f"{name}: {moved} of {count(len(branches), 'pin')} moved in {path}; `{PROG} pins update {path}` pins what "
             "they point at now",
             file=sys.stderr,
         )
@@ -229,7 +228,7 @@ def _pins(action: str, path: str, retries: int) -> int:
     except OSError as error:
         print(f"{name}: could not write {path}: {error}", file=sys.stderr)
         return 2
-    print(f"{name}: {moved} of {len(branches)} pins moved; {path} rewritten", file=sys.stderr)
+    print(f"{name}: {moved} of {count(len(branches), 'pin')} moved; {path} rewritten", file=sys.stderr)
     return 0
 
 
