@@ -262,6 +262,42 @@ def test_update_pins_creates_the_file_and_moves_the_run_onto_it(
 
 
 @pytest.mark.transports("xet")
+def test_update_pins_leaves_the_pins_the_hub_could_not_confirm(
+    pytester: pytest.Pytester, local_hub: LocalHub, hub: dict[str, str]
+) -> None:
+    path = write_pins(pytester.path / "pins.json", [entry("org/tiny", hub["old"])])
+    before = path.read_text()
+    suite(pytester, tiny=hub["new"], corpus=hub["corpus"])
+    run(pytester, local_hub).assert_outcomes(passed=3)  # the cache has main of both
+    local_hub.fail("*/revision/*", 503, times=10)
+    result = run(pytester, local_hub, "--hf-pins=pins.json", "--hf-update-pins", "--hf-retries=0")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            f"hfsnapshot: pin file {path} left as it was: 0 moved, 0 added, 1 unchanged",
+            "hfsnapshot: the Hub could not be reached to confirm 2 snapshots; their pins are left as they were: "
+            "datasets/org/corpus@main, org/tiny@main",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*now pinned*")
+    assert path.read_text() == before
+
+
+@pytest.mark.transports("xet")
+def test_a_pin_file_that_cannot_be_written_fails_the_run(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/tiny", FILES)
+    pytester.makeconftest('from pytest_hfsnapshot import snapshot_fixture\ntiny = snapshot_fixture("org/tiny")\n')
+    # A folder where the file was: nothing can be renamed over it.
+    pytester.makepyfile("import os\n\ndef test_tiny(tiny):\n    os.remove('pins.json')\n    os.mkdir('pins.json')\n")
+    write_pins(pytester.path / "pins.json", [])
+    result = run(pytester, local_hub, "--hf-pins=pins.json", "--hf-update-pins")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"hfsnapshot: could not write the pin file {pytester.path / 'pins.json'}: *"])
+    assert [p.name for p in pytester.path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+@pytest.mark.transports("xet")
 def test_update_pins_never_writes_the_token(
     pytester: pytest.Pytester, local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

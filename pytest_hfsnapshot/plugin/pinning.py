@@ -45,7 +45,7 @@ def finish(session: pytest.Session, options: Options, uses: Sequence[SnapshotUse
     if pin_file is None:
         return
     if not options.update_pins:
-        config.stash[_LINES_KEY] = _not_pinned_lines(pin_file, uses, updated=False)
+        config.stash[_LINES_KEY] = _not_pinned_lines(pin_file, uses)
         return
     confirmed = [use for use in uses if not use.snapshot.unverified_revision]
     update = pin_file.updated({pins.key(use.request): use.snapshot.commit for use in _sorted(confirmed)})
@@ -58,20 +58,33 @@ def finish(session: pytest.Session, options: Options, uses: Sequence[SnapshotUse
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return
+    config.stash[_LINES_KEY] = _update_lines(pin_file, update, uses, written=written)
+
+
+def _update_lines(
+    pin_file: pins.PinFile, update: pins.Update, uses: Sequence[SnapshotUse], *, written: bool
+) -> list[str]:
+    """What an update run says: the counts, each moved pin, the new ones, and those left unconfirmed."""
     state = "written" if written else "left as it was"
     lines = [
         f"hfsnapshot: pin file {pin_file.path} {state}: {len(update.moved)} moved, {len(update.added)} added, "
         f"{update.unchanged} unchanged",
         *(move.line() for move in update.moved),
-        *_not_pinned_lines(pin_file, uses, updated=True),
     ]
+    if update.added:
+        n = len(update.added)
+        lines.append(
+            f"hfsnapshot: {count(n, 'snapshot')} {'was' if n == 1 else 'were'} not pinned in {pin_file.path}, "
+            f"now pinned: {_listed([pin.label for pin in update.added])}"
+        )
     unconfirmed = _labels(use for use in uses if use.snapshot.unverified_revision)
     if unconfirmed:
         lines.append(
             f"hfsnapshot: the Hub could not be reached to confirm {count(len(unconfirmed), 'snapshot')}; "
-            f"{'its pin is' if len(unconfirmed) == 1 else 'their pins are'} left as they were: {_listed(unconfirmed)}"
+            f"{'its pin is left as it was' if len(unconfirmed) == 1 else 'their pins are left as they were'}: "
+            f"{_listed(unconfirmed)}"
         )
-    config.stash[_LINES_KEY] = lines
+    return lines
 
 
 def summary_lines(config: pytest.Config) -> list[str]:
@@ -79,18 +92,18 @@ def summary_lines(config: pytest.Config) -> list[str]:
     return config.stash.get(_LINES_KEY, [])
 
 
-def _not_pinned_lines(pin_file: pins.PinFile, uses: Iterable[SnapshotUse], *, updated: bool) -> list[str]:
+def _not_pinned_lines(pin_file: pins.PinFile, uses: Iterable[SnapshotUse]) -> list[str]:
     """Said once: the snapshots (distinct repo type, repo and revision) that the file did not pin."""
     labels = _labels(use for use in uses if not use.request.pinned and pin_file.commit_for(use.request) is None)
     if not labels:
         return []
     n = len(labels)
     were = "was" if n == 1 else "were"
-    head = f"hfsnapshot: {count(n, 'snapshot')} {were} not pinned in {pin_file.path}"
-    if updated:
-        return [f"{head}, now pinned: {_listed(labels)}"]
     them = "it" if n == 1 else "them"
-    return [f"{head} and {were} resolved on the Hub: {_listed(labels)}; pin {them} with --hf-update-pins"]
+    return [
+        f"hfsnapshot: {count(n, 'snapshot')} {were} not pinned in {pin_file.path} and {were} resolved on the Hub: "
+        f"{_listed(labels)}; pin {them} with --hf-update-pins"
+    ]
 
 
 def _labels(uses: Iterable[SnapshotUse]) -> list[str]:
