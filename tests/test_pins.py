@@ -312,6 +312,8 @@ def test_materialize_with_a_malformed_pin_file(local_hub: LocalHub, tmp_path: Pa
     path.write_text("[1]")
     with pytest.raises(InvalidRequestError, match=r"Pin file .*pins\.json, entry 1: a JSON number"):
         materialize("org/tiny", pins=path)
+    with pytest.raises(InvalidRequestError, match=r"pins=3 is not valid: give the path of a pin file, or None"):
+        materialize("org/tiny", pins=3)  # type: ignore[arg-type]
     assert local_hub.requests == []
 
 
