@@ -1,5 +1,8 @@
 """The eight workloads of issue 7 and the wire cost per transport (issue 10), measured side by side.
 
+Workload 4 also measures pin files (issue 20): the warm-branch session with ``--hf-pins``, and the
+revision requests of a small fleet's CI run with and without a pin file, beside the formula.
+
 Every workload adds its repos to the bench Hub, runs fresh worker processes (see
 :mod:`bench.worker`) on fresh caches, reads the Hub's counters, and appends rows (ratios against
 targets) and raw figures (every sample, plus medians) to the :class:`~bench.runner.Bench`.
@@ -20,10 +23,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_hfsnapshot.core import pins
+
 from .limits import outage_warm, rate_window
 from .runner import TOOLS, Bench, Row, Target, WorkerResult, log, median, step, task, wall
 
 MIB = 1 << 20
+#: The fleet figure of workload 4, measured: runners (one session each) x branch snapshots per runner.
+FLEET_RUNNERS = 4
+FLEET_SNAPSHOTS = 3
+#: The Hub's API quota the fleet figure is set against (issue 20): 500 calls per 5 minutes.
+HUB_API_QUOTA = 500
 
 
 @dataclass(frozen=True)
@@ -375,15 +385,27 @@ def warm_pinned(bench: Bench) -> None:
 
 
 # --- 4. warm branch, 8 workers, one session ---------------------------------------------------------
+def _pin_file(bench: Bench, name: str, commits: dict[str, str]) -> Path:
+    """A pin file of ``main`` of each repo (repo id -> commit), as ``--hf-update-pins`` writes it."""
+    path = bench.workdir / "pins" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = [
+        {"repo_id": r, "repo_type": "model", "revision": "main", "commit": c} for r, c in sorted(commits.items())
+    ]
+    path.write_text(pins.render(entries), encoding="utf-8")
+    return path
+
+
 def warm_branch(bench: Bench) -> None:
     p = bench.profile
     repo_id = "bench/warm-branch"
-    bench.hub.add_repo(repo_id, {**_metadata(), "model.safetensors": MIB})
+    info = bench.hub.add_repo(repo_id, {**_metadata(), "model.safetensors": MIB})
+    pin_file = _pin_file(bench, "warm-branch", {repo_id: info["commit"]})
     cache = bench.new_cache("branch")
     bench.run(cache, [task(*(step(tool, **_args(tool, repo_id, "main")) for tool in TOOLS))])
-    revision_requests: dict[str, list[int]] = {t: [] for t in TOOLS}
-    total_requests: dict[str, list[int]] = {t: [] for t in TOOLS}
-    walls: dict[str, list[float]] = {t: [] for t in TOOLS}
+    revision_requests: dict[str, list[int]] = {t: [] for t in (*TOOLS, "pinned")}
+    total_requests: dict[str, list[int]] = {t: [] for t in (*TOOLS, "pinned")}
+    walls: dict[str, list[float]] = {t: [] for t in (*TOOLS, "pinned")}
     calls = 2
     for r in range(p.repeats):
         for tool in _rotate(TOOLS, r):
@@ -395,6 +417,14 @@ def warm_branch(bench: Bench) -> None:
             revision_requests[tool].append(stats["revision_requests"])
             total_requests[tool].append(stats["requests"])
             walls[tool].append(wall(results))
+        # The same session with the pin file (--hf-pins): main is the pinned commit, asked of no one.
+        bench.hub.reset()
+        spec = task(step("plugin", **_args("plugin", repo_id, "main", _session(), pins=str(pin_file))), rounds=calls)
+        results = bench.run(cache, [spec] * 8)
+        stats = bench.hub.stats()
+        revision_requests["pinned"].append(stats["revision_requests"])
+        total_requests["pinned"].append(stats["requests"])
+        walls["pinned"].append(wall(results))
     med_rev = {t: median(v) for t, v in revision_requests.items()}
     bench.figures["4_warm_branch"] = {
         "workers": 8,
@@ -420,6 +450,85 @@ def warm_branch(bench: Bench) -> None:
             ),
         )
     )
+    bench.rows.append(
+        Row(
+            "4.revision.pinned",
+            f"4 warm branch, pinned (--hf-pins), 8 proc x {calls} calls",
+            "revision requests per session",
+            med_rev["pinned"],
+            None,
+            None,
+            Target("<=", 0, "= 0"),
+            fmt="{:.0f}",
+            note=(
+                f"the same session without the pin file: {med_rev['plugin']:.0f}; all requests "
+                f"{median(total_requests['pinned']):.0f} (without: {median(total_requests['plugin']):.0f}); "
+                f"wall {median(walls['pinned']):.2f}s"
+            ),
+        )
+    )
+    bench.drop(cache)
+    _fleet(bench)
+
+
+def _fleet(bench: Bench) -> None:
+    """Revision requests of a fleet's CI run, with and without a pin file: measured small, then the formula."""
+    n, m = FLEET_RUNNERS, FLEET_SNAPSHOTS
+    commits = {
+        f"bench/fleet-{i}": bench.hub.add_repo(f"bench/fleet-{i}", {**_metadata(), "model.safetensors": 4096})["commit"]
+        for i in range(m)
+    }
+    pin_file = _pin_file(bench, "fleet", commits)
+    cache = bench.new_cache("fleet")
+    bench.run(cache, [task(*(step("plugin", name=r, **_args("plugin", r, "main")) for r in commits))])
+
+    def ci_run(**extra: Any) -> int:
+        """One CI run: ``n`` runners, each a test session of its own materializing the ``m`` snapshots."""
+        bench.hub.reset()
+        runners = []
+        for _ in range(n):
+            session = _session()
+            runners.append(
+                task(*(step("plugin", name=r, **_args("plugin", r, "main", session, **extra)) for r in commits))
+            )
+        bench.run(cache, runners)
+        return int(bench.hub.stats()["revision_requests"])
+
+    unpinned = ci_run()
+    pinned = ci_run(pins=str(pin_file))
+    bench.figures["4_fleet"] = {"runners": n, "branch_snapshots": m, "unpinned": unpinned, "pinned": pinned}
+    bench.rows.append(
+        Row(
+            "4.fleet",
+            f"4 fleet, {n} runners x {m} branch snapshots",
+            "revision requests per CI run, pinned",
+            float(pinned),
+            None,
+            None,
+            Target("<=", 0, "= 0"),
+            fmt="{:.0f}",
+            note=f"without the pin file: {unpinned} (N x M = {n * m}); see the fleet section for the formula",
+        )
+    )
+    big_n, big_m = 500, 20
+    head = (
+        "| runners x branch snapshots | revision requests without a pin file | with `--hf-pins` | |\n"
+        "|---|---|---|---|\n"
+    )
+    body = (
+        f"| {n} x {m} | {unpinned} | {pinned} | measured: {n} test sessions (processes) of {m} snapshots each, "
+        "warm cache, local Hub counters |\n"
+        "| N x M | N x M per CI run (one per branch snapshot per session) | 0 per CI run; M per scheduled "
+        "`pins check` | formula |\n"
+        f"| {big_n} x {big_m} | {big_n * big_m:,} per CI run: {big_n * big_m / HUB_API_QUOTA:.0f} x the Hub's "
+        f"{HUB_API_QUOTA} API calls per 5 minutes | 0; {big_m} per `pins check` | formula |\n"
+    )
+    text = (
+        "Each runner of a CI fleet is a test session of its own, and a session asks the Hub once for each branch or "
+        "tag it uses; with a pin file (`--hf-pins`) it asks for none: the pinned commits come from the file, and "
+        "only the scheduled `pytest-hfsnapshot pins check` asks, once per pin.\n\n" + head + body
+    )
+    bench.sections.append(("4 fleet: revision requests with and without a pin file", text))
     bench.drop(cache)
 
 
