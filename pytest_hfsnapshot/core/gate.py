@@ -42,6 +42,7 @@ from filelock import FileLock
 
 from ..errors import HfSnapshotError, RateLimitError
 from ..settings import DEFAULT_MAX_RATE_WAIT
+from ._hf_compat import client_factory_in_place, client_factory_is
 from .layout import atomic_write_json, own_dir, read_json
 
 if TYPE_CHECKING:
@@ -267,10 +268,8 @@ def acquire(make: Callable[[], Gate]) -> Gate:
     with _install_lock:
         if _installed is None:
             import huggingface_hub
-            from huggingface_hub.utils import _http
 
-            # huggingface_hub has no getter for the factory in place: read it here, the one place.
-            previous = getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory)
+            previous = client_factory_in_place()
             gate = make()
             factory = gate.client_factory(previous)
             huggingface_hub.set_client_factory(factory)
@@ -291,9 +290,8 @@ def release(gate: Gate) -> bool:
             return False
         _installed = None
         import huggingface_hub
-        from huggingface_hub.utils import _http
 
-        if getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) is current.factory:
+        if client_factory_is(current.factory):
             huggingface_hub.set_client_factory(current.previous)  # also closes the gated client
         return True
 

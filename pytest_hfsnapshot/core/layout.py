@@ -41,6 +41,7 @@ from typing import Any
 
 from ..errors import UnsafeCacheError
 from ..request import is_commit
+from ._hf_compat import client_tree_cache
 
 #: Our state folder, relative to the cache root (see the module docstring).
 OWN_DIR = os.path.join(".locks", "hfsnapshot")
@@ -48,6 +49,9 @@ OWN_DIR = os.path.join(".locks", "hfsnapshot")
 STORE_DIR = "blobs"
 XET_HASH_RE = re.compile(r"[0-9a-f]{64}")
 INCOMPLETE_RE = re.compile(r"^(?P<etag>[^.]+)(?:\.[0-9a-f]{8})?\.incomplete$")
+#: ``format_version`` of ``trees/<commit>.json`` in huggingface_hub 1.33 to 2.4 (used only where the
+#: client's own tree-cache code cannot be reached).
+TREE_CACHE_FORMAT = 1
 #: The mode of the refs and JSON files we write (what ``tempfile.mkstemp`` gave them from the start).
 PRIVATE_MODE = 0o600
 
@@ -183,33 +187,31 @@ class RepoCache:
     def read_tree_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
         """The client's cached listing ``trees/<commit>.json``, entries in its JSON form, or None.
 
-        Read through huggingface_hub's own tree-cache code where it has one (1.x releases before
-        it wrote the same format, which only we used), after refusing a planted link.
+        Read through huggingface_hub's own tree-cache code (see :mod:`._hf_compat`), after refusing a
+        planted link; on a release without it, in the format huggingface_hub 1.33 to 2.4 write.
         """
         path = self.tree_cache(commit)
         if path.is_symlink() or not is_within(path.parent, self.root):
             return None
-        tree_cache = _client_tree_cache()
-        if tree_cache is None:
-            data = read_json(path)
-            if not isinstance(data, dict) or data.get("format_version") != 1:
-                return None
-            files = data.get("files")
-            return files if isinstance(files, dict) else None
-        entries = tree_cache.read_tree_cache(str(self.root), commit)
-        return None if entries is None else {p: e.to_json() for p, e in entries.items()}
+        client = client_tree_cache()
+        if client is not None:
+            return client.read(self.root, commit)
+        data = read_json(path)
+        if not isinstance(data, dict) or data.get("format_version") != TREE_CACHE_FORMAT:
+            return None
+        files = data.get("files")
+        return files if isinstance(files, dict) else None
 
     def write_tree_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
         """Store a listing where and as the client keeps it (``xet_hash`` included), so that it
         neither lists the tree again nor sends a HEAD per Xet file."""
         self.make_folders(self.tree_cache(commit).parent)
-        tree_cache = _client_tree_cache()
-        if tree_cache is None:
-            payload = {"format_version": 1, "files": files}
-            atomic_write_json(self.tree_cache(commit), payload, root=self.cache_dir, repo_id=self.repo_id)
+        client = client_tree_cache()
+        if client is not None:
+            client.write(self.root, commit, files)
             return
-        entries = {p: tree_cache.TreeCacheEntry.from_json(info) for p, info in files.items()}
-        tree_cache.write_tree_cache(str(self.root), commit, entries)
+        payload = {"format_version": TREE_CACHE_FORMAT, "files": files}
+        atomic_write_json(self.tree_cache(commit), payload, root=self.cache_dir, repo_id=self.repo_id)
 
     def require_inside(self, path: Path) -> None:
         """Refuse to write or delete through a folder that resolves outside the repo's cache folder."""
@@ -283,15 +285,6 @@ class RepoCache:
                 repo_id=self.repo_id,
             )
         return relpath
-
-
-def _client_tree_cache() -> Any:
-    """huggingface_hub's tree-cache module, or None on releases without one (imported when first needed)."""
-    try:
-        from huggingface_hub import _tree_cache
-    except ImportError:
-        return None
-    return _tree_cache
 
 
 def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:

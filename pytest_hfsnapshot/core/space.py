@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..errors import DiskError
 from . import retry
+from ._hf_compat import has_shared_blob, shared_store_enabled
 from .formats import count, human_size
 from .layout import RepoCache
 from .verify import ExpectedFile
@@ -101,7 +102,7 @@ class Shortfall:
 
 def need(repo: RepoCache, label: str, files: Iterable[ExpectedFile]) -> Need:
     """The blobs ``files`` (those not usable as cached) will make the client write, each once."""
-    store = _store_in_use()
+    store = shared_store_enabled()
     blobs: dict[str, Blob] = {}
     for f in files:
         if _on_disk(repo, f, store=store):
@@ -275,25 +276,12 @@ def _on_disk(repo: RepoCache, f: ExpectedFile, *, store: bool) -> bool:
             return True  # the client only links it
     except OSError:
         pass
-    return store and bool(f.xet) and _in_store(repo.cache_dir, f)
-
-
-def _store_in_use() -> bool:
-    """Whether the client keeps Xet downloads in the shared blob store (huggingface_hub >= 1.33)."""
-    try:
-        from huggingface_hub.utils._shared_blobs import shared_blobs_enabled
-    except ImportError:
-        return False
-    return bool(shared_blobs_enabled())
+    return store and _in_store(repo.cache_dir, f)
 
 
 def _in_store(cache_dir: Path, f: ExpectedFile) -> bool:
     """A usable store file for ``f``, by the client's own test (it links such a file without reading it)."""
-    try:
-        from huggingface_hub.utils._shared_blobs import has_shared_blob
-    except ImportError:
-        return False
-    return bool(has_shared_blob(xet_hash=f.xet, cache_dir=cache_dir, expected_size=f.size))
+    return bool(f.xet) and has_shared_blob(cache_dir, f.xet, f.size)
 
 
 __all__ = [

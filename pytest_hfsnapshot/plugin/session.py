@@ -13,7 +13,6 @@ them in ``pytest_testnodedown``. From the controller's ``pytest_sessionfinish`` 
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import uuid
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from ..core import gate
+from ..core._hf_compat import http_client_loaded
 from ..core.formats import Failure, request_label
 from ..core.state import SharedFailures
 from ..errors import AuthError, HfSnapshotError, HfSnapshotWarning
@@ -128,7 +128,7 @@ class HfSnapshotSession:
         ``if_loaded``: only when huggingface_hub's HTTP layer is imported already (a dict lookup:
         a suite that never loads it pays nothing).
         """
-        if self._gated or (if_loaded and "huggingface_hub.utils._http" not in sys.modules):
+        if self._gated or (if_loaded and not http_client_loaded()):
             return
         with self._lock:
             if not self._gated:
