@@ -7,7 +7,6 @@ declaring file, a marker at collection (its test becomes a collector that errors
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -44,22 +43,19 @@ def snapshot_fixture(repo_id: str, **keywords: Unpack[RequestKeywords]) -> Calla
 
     The fixture is named after the variable it is assigned to (``tiny_bert = snapshot_fixture(...)``
     in a conftest defines ``tiny_bert``). The declaration is validated right away: a bad repo id,
-    revision, repo type, pattern or keyword fails the import of the declaring file, naming its line.
+    revision, repo type, pattern or keyword fails the import of the declaring file, whose
+    traceback ends at the declaring line.
     """
-    __tracebackhide__ = True  # the error names the declaring line; our frame adds nothing
-    caller = sys._getframe(1)
-    where = f"{caller.f_code.co_filename}:{caller.f_lineno}"
+    __tracebackhide__ = True  # pytest's traceback then ends at the declaring line
     try:
         request = SnapshotRequest.from_keywords(repo_id, keywords, form="snapshot_fixture")
     except InvalidRequestError as error:
-        raise InvalidRequestError(
-            f"invalid snapshot_fixture(...) declared at {where}: {error}", repo_id=error.repo_id
-        ) from None
+        raise InvalidRequestError(f"invalid snapshot_fixture(...): {error}", repo_id=error.repo_id) from None
 
     def hf_snapshot_fixture(pytestconfig: pytest.Config) -> Snapshot:
         return state_of(pytestconfig).provide(request)
 
-    hf_snapshot_fixture.__doc__ = f"Snapshot of {request.label} (snapshot_fixture declared at {where})."
+    hf_snapshot_fixture.__doc__ = f"Snapshot of {request.label} (declared with snapshot_fixture)."
     setattr(hf_snapshot_fixture, _REQUEST_ATTR, request)
     fixture = pytest.fixture(scope="session")(hf_snapshot_fixture)
     setattr(fixture, _REQUEST_ATTR, request)
