@@ -301,3 +301,10 @@ def test_a_release_without_the_token_cache_says_so(
     monkeypatch.delattr(xet, "XET_CONNECTION_INFO_CACHE")
     _hf_compat.forget_xet_tokens()
     assert says_missing(warned, "huggingface_hub.utils._xet.XET_CONNECTION_INFO_CACHE")
+
+
+@pytest.mark.parametrize("disable_xet", [False, True])
+def test_xet_in_use_is_the_clients_own_rule(monkeypatch: pytest.MonkeyPatch, disable_xet: bool) -> None:
+    runtime = importlib.import_module("huggingface_hub.utils._runtime")
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", disable_xet)
+    assert _hf_compat.xet_in_use() is runtime.is_xet_available()

@@ -38,6 +38,7 @@ Imports happen inside the functions: plugin start-up loads none of huggingface_h
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import sys
 from collections.abc import Callable, Mapping
@@ -173,6 +174,14 @@ def has_shared_blob(cache_dir: Path, xet_hash: str, size: int) -> bool:
     return bool(functions[0](xet_hash=xet_hash, cache_dir=cache_dir, expected_size=size))
 
 
+def xet_in_use() -> bool:
+    """Whether the client sends the files a listing gives a Xet hash to hf_xet: hf_xet importable and
+    ``HF_HUB_DISABLE_XET`` off (the rule of huggingface_hub's private ``is_xet_available``, from public names)."""
+    from huggingface_hub import constants
+
+    return not constants.HF_HUB_DISABLE_XET and importlib.util.find_spec("hf_xet") is not None
+
+
 # --- the HTTP client ----------------------------------------------------------------------------
 
 
@@ -282,4 +291,5 @@ __all__ = [
     "hub_version",
     "missing_message",
     "shared_store_enabled",
+    "xet_in_use",
 ]

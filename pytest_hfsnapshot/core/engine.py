@@ -39,6 +39,7 @@ from ..settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETR
 from ..snapshot import Snapshot, Source
 from . import failures, gate, outage, refusals, retry, space, state
 from . import listing as listing_mod
+from ._hf_compat import xet_in_use
 from .credentials import token_set
 from .failures import cause as _cause
 from .failures import failed_file as _failed_file
@@ -531,6 +532,8 @@ class _Engine:
         adopted: dict[str, ExpectedFile] = {}
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         while True:
+            # How the files left go: what hf_xet reports is read as its own only when it carries some.
+            through_xet = xet_in_use() and any(f.xet for f in needed)
             failure: BaseException | None = None
             arrivals = ArrivalHasher(self.repo.blobs, needed)
             try:
@@ -575,7 +578,7 @@ class _Engine:
                     f"{len(still)} file(s) arrived with the wrong size or hash: "
                     + ", ".join(sorted(f.path for f in still)[:5])
                 )
-            kind = retry.classify(failure)
+            kind = retry.classify(failure, through_xet=through_xet)
             if kind.kind == "disk" and kind.errno is not None:
                 self.repair.remove_orphans()
                 raise self._disk(failure, kind.errno, still) from failure

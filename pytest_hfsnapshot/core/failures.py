@@ -77,17 +77,22 @@ def disk(
     blobs: Path | None = None,
     still: Sequence[ExpectedFile] = (),
 ) -> DiskError:
-    """A filesystem refusal as the user reads it; ``still``: the files a download had left to fetch
-    (into ``blobs``)."""
-    filename, folder = space.written_file(error)
-    if filename is None and still:
-        filename = ", ".join(sorted(f.path for f in still)[:3])
+    """A filesystem refusal as the user reads it.
+
+    ``still``: the files a download had left to fetch when the write failed (into ``blobs``): the
+    refused write was one of theirs, so they are named. Otherwise the path the OSError names.
+    """
+    if still:
+        filename: str | None = ", ".join(sorted(f.path for f in still)[:3])
+        folder: str | Path | None = blobs
+    else:
+        filename, folder = space.written_path(error)
     return space.filesystem_error(
         number,
         label=request.label,
         cache_dir=cache_dir,
         filename=filename,
-        folder=folder or (blobs if still else None),
+        folder=folder,
         needed=sum(f.size for f in still) if still else None,
         repo_id=request.repo_id,
         revision=request.revision,
@@ -105,7 +110,7 @@ def gave_up(
     """A transient failure that outlasted the retry budget (``what``: "the revision", "the download", ...)."""
     filename = filename or failed_file(error)
     where = f", file {filename!r}" if filename else ""
-    retrier = "hf_xet" if retry.is_xet_transfer(kind.decisive) else "huggingface_hub"
+    retrier = "hf_xet" if kind.by_xet else "huggingface_hub"
     client = f" ({retrier} had already retried it with its own backoff)" if kind.client_retried else ""
     tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
     return TransientError(

@@ -209,30 +209,12 @@ def filesystem_error(
     )
 
 
-# huggingface_hub's functions that write one file of a download, and their argument naming it.
-_WRITERS = frozenset({"_download_to_tmp_and_move", "hf_hub_download", "_hf_hub_download_to_cache_dir"})
+def written_path(error: BaseException) -> tuple[str | None, str | None]:
+    """The file name and the folder an OSError in ``error``'s chain names (one of our own writes), else Nones.
 
-
-def written_file(error: BaseException) -> tuple[str | None, str | None]:
-    """The file (repo path) and the folder a failed write was for.
-
-    Read from the failing call's frames in the client (its ``filename`` and ``destination_path``
-    arguments); for one of our own writes, from the OSError itself.
+    A download's failed write names no file of the repo: the engine knows which files it was
+    fetching, and says those instead.
     """
-    for link in retry.chain(error):
-        tb = link.__traceback__
-        found: tuple[str | None, str | None] = (None, None)
-        while tb is not None:
-            code, names = tb.tb_frame.f_code, tb.tb_frame.f_locals
-            if code.co_name in _WRITERS and "huggingface_hub" in code.co_filename:
-                filename = names.get("filename")
-                destination = names.get("destination_path")
-                if isinstance(filename, str):
-                    folder = os.path.dirname(os.fspath(destination)) if isinstance(destination, Path) else found[1]
-                    found = (filename, folder)
-            tb = tb.tb_next
-        if found[0] is not None:
-            return found
     for link in retry.chain(error):
         if isinstance(link, OSError) and isinstance(link.filename, str) and link.filename:
             return os.path.basename(link.filename), os.path.dirname(link.filename)
@@ -297,5 +279,5 @@ __all__ = [
     "need",
     "not_enough_space",
     "shortfall",
-    "written_file",
+    "written_path",
 ]
