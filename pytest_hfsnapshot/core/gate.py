@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -43,7 +42,7 @@ from filelock import FileLock
 from ..errors import HfSnapshotError, RateLimitError
 from ..settings import DEFAULT_MAX_RATE_WAIT
 from ._hf_compat import client_factory_in_place, client_factory_is
-from .layout import atomic_write_json, own_dir, read_json
+from .layout import atomic_write_json, endpoint_file, gate_dir, read_json
 
 if TYPE_CHECKING:
     from .retry import Classification
@@ -62,11 +61,6 @@ def endpoint_of(url: object) -> str:
         parts = urlsplit(text)
         return f"{parts.scheme}://{parts.netloc}"
     return text[: slash + 4] if text.startswith("/api/", slash) else text[:slash]
-
-
-def gate_folder(cache_dir: str | os.PathLike[str], session: str) -> Path:
-    """Where the gate of ``session`` keeps its windows in ``cache_dir``."""
-    return own_dir(cache_dir) / "gate" / session
 
 
 @dataclass(frozen=True)
@@ -104,7 +98,7 @@ class Gate:
         cache = self._cache_dir()
         folder = self._folders.get(cache)
         if folder is None:
-            folder = self._folders[cache] = gate_folder(cache, self.session)
+            folder = self._folders[cache] = gate_dir(cache, self.session)
         return folder
 
     # --- the hooks ------------------------------------------------------------------------------
@@ -114,7 +108,7 @@ class Gate:
         folder = self._folder()
         path = self._paths.get((folder, endpoint))
         if path is None:
-            path = self._paths[(folder, endpoint)] = os.path.join(folder, _file_name(endpoint))
+            path = self._paths[(folder, endpoint)] = str(endpoint_file(folder, endpoint))
         while True:
             try:
                 st = os.stat(path)
@@ -157,7 +151,7 @@ class Gate:
         now = time.time()
         until = now + reset
         folder = self._folder()
-        path = folder / _file_name(endpoint)
+        path = endpoint_file(folder, endpoint)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             with FileLock(str(path) + ".lock", is_singleton=False):
@@ -320,10 +314,6 @@ def holds(kind: Classification) -> bool:
     return kind.status == 429 and kind.retry_after is not None and active() is not None
 
 
-def _file_name(endpoint: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]+", "_", endpoint) + ".json"
-
-
 def _policy(headers: Any) -> str | None:
     """The Hub's quota in words, from ``RateLimit-Policy`` (``"fixed window";"api";q=500;w=300``)."""
     from huggingface_hub import utils as hf_utils
@@ -342,7 +332,6 @@ __all__ = [
     "active",
     "endpoint_of",
     "for_call",
-    "gate_folder",
     "holds",
     "release",
     "remove",

@@ -18,11 +18,14 @@ Our own state lives under ``{cache}/.locks/hfsnapshot/``, the one folder of the 
 huggingface_hub's cache tools (``scan_cache_dir``, ``hf cache ls/rm/prune``) skip and never
 delete from, so no lock file of ours is removed while it can be held::
 
-    locks/{repo folder}.lock             our per-repo lock (never deleted)
+    locks/{repo folder}.lock             our per-repo lock (never deleted), with .softlock and
+                                         .holder.json beside it, and .flock-probe
     records/{repo folder}/...            completeness records
     resolutions/{session}/...            branch resolutions shared by one test session
     refusals/{repo folder}.json          the Hub's last refusal of the repo (auth)
-    outcomes/{session}/...               failures shared by the workers of one test session
+    outcomes/{session}/<key>.json        the failure memory shared by the workers of one test session
+    gate/{session}/<endpoint>.json       rate-limit windows of one session (``gate``)
+    outages/{session}/<endpoint>.json    endpoints one session found unreachable (``outage``)
 
 A record only says that a snapshot was verified: every use re-checks the files it names, so a
 repo removed by ``hf cache rm`` or a prune leaves nothing that the next run would trust.
@@ -48,6 +51,8 @@ OWN_DIR = os.path.join(".locks", "hfsnapshot")
 #: The shared blob store's folder in the cache root (huggingface_hub's ``SHARED_BLOBS_DIR_NAME``).
 STORE_DIR = "blobs"
 XET_HASH_RE = re.compile(r"[0-9a-f]{64}")
+# What a file name of ours keeps of an endpoint URL: the rest becomes "_".
+_UNSAFE_IN_NAME_RE = re.compile(r"[^A-Za-z0-9.-]+")
 INCOMPLETE_RE = re.compile(r"^(?P<etag>[^.]+)(?:\.[0-9a-f]{8})?\.incomplete$")
 #: ``format_version`` of ``trees/<commit>.json`` in huggingface_hub 1.33 to 2.4 (used only where the
 #: client's own tree-cache code cannot be reached).
@@ -67,6 +72,31 @@ def repo_folder_name(repo_id: str, repo_type: str) -> str:
 def own_dir(cache_dir: str | os.PathLike[str]) -> Path:
     """Our state folder in ``cache_dir`` (see the module docstring)."""
     return Path(cache_dir) / OWN_DIR
+
+
+def flock_probe(folder: str | os.PathLike[str]) -> Path:
+    """The file locked once to learn whether ``flock`` works in ``folder`` (kept: never delete a lock file)."""
+    return Path(folder) / ".flock-probe"
+
+
+def failure_memory_file(cache_dir: str | os.PathLike[str], session: str, key: str) -> Path:
+    """Where the failure of one request (``key``) is kept for the other processes of ``session``."""
+    return own_dir(cache_dir) / "outcomes" / session / f"{key}.json"
+
+
+def gate_dir(cache_dir: str | os.PathLike[str], session: str) -> Path:
+    """Where the rate-limit gate of ``session`` keeps its windows, one :func:`endpoint_file` each."""
+    return own_dir(cache_dir) / "gate" / session
+
+
+def outage_dir(cache_dir: str | os.PathLike[str], session: str) -> Path:
+    """Where ``session`` writes down the endpoints it found unreachable, one :func:`endpoint_file` each."""
+    return own_dir(cache_dir) / "outages" / session
+
+
+def endpoint_file(folder: str | os.PathLike[str], endpoint: str) -> Path:
+    """The file of ``endpoint`` (``http://host:port[/api]``) in a session's gate or outage folder."""
+    return Path(folder) / (_UNSAFE_IN_NAME_RE.sub("_", endpoint) + ".json")
 
 
 def store_file(cache_dir: str | os.PathLike[str], xet_hash: str) -> Path:

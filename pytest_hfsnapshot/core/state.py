@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import HfSnapshotError
 from ..request import SnapshotRequest, is_commit
-from .layout import RepoCache, atomic_write_json, own_dir, read_json
+from .layout import RepoCache, atomic_write_json, failure_memory_file, read_json
 from .verify import ExpectedFile
 
 #: The format of verification records; a record of another format is ignored (one verification pass).
@@ -200,7 +200,7 @@ class SharedFailures:
             shutil.rmtree(folder, ignore_errors=True)
 
     def _path(self, cache_dir: Path, key: str) -> Path:
-        return own_dir(cache_dir) / "outcomes" / self.session_id / f"{key}.json"
+        return failure_memory_file(cache_dir, self.session_id, key)
 
 
 # --- lock holder --------------------------------------------------------------------------------
