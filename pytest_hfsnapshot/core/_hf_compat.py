@@ -255,9 +255,9 @@ def endpoint_patches(url: str, *, hub_cache: str, assets_cache: str) -> list[tup
                 patches.append((module, name, values[constant]))
     http = sys.modules.get(HTTP_MODULE)
     origins = getattr(http, "_HUB_ORIGINS", None)
-    origin_of = getattr(http, "_url_origin", None)
-    if http is not None and isinstance(origins, frozenset) and callable(origin_of):
-        patches.append((http, "_HUB_ORIGINS", origins | {origin_of(url)}))
+    url_origin = getattr(http, "_url_origin", None)
+    if http is not None and isinstance(origins, frozenset) and callable(url_origin):
+        patches.append((http, "_HUB_ORIGINS", origins | {url_origin(url)}))
     return patches
 
 

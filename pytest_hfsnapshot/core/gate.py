@@ -53,14 +53,21 @@ log = logging.getLogger("pytest_hfsnapshot")
 _SAME_WINDOW = 1.5
 
 
-def endpoint_of(url: object) -> str:
-    """``scheme://host:port``, with ``/api`` appended for the Hub's API routes."""
+def origin_of(url: object) -> str:
+    """``scheme://host:port`` of a URL, as written in it (the one rule for an origin)."""
     text = str(url)
     slash = text.find("/", text.find("//") + 2) if "//" in text else -1
-    if slash < 0:
+    if slash < 0 or "?" in text[:slash] or "#" in text[:slash]:
         parts = urlsplit(text)
         return f"{parts.scheme}://{parts.netloc}"
-    return text[: slash + 4] if text.startswith("/api/", slash) else text[:slash]
+    return text[:slash]
+
+
+def endpoint_of(url: object) -> str:
+    """The origin of a URL, with ``/api`` appended for the Hub's API routes (their quota is apart)."""
+    text = str(url)
+    origin = origin_of(text)
+    return origin + "/api" if text.startswith("/api/", len(origin)) else origin
 
 
 @dataclass(frozen=True)
@@ -333,6 +340,7 @@ __all__ = [
     "endpoint_of",
     "for_call",
     "holds",
+    "origin_of",
     "release",
     "remove",
     "waited",

@@ -17,7 +17,6 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from ..errors import HfSnapshotError
 from .layout import atomic_write_json, endpoint_file, outage_dir, read_json
@@ -36,12 +35,6 @@ class Outage:
 
     def age(self) -> float:
         return max(0.0, time.time() - self.since)
-
-
-def origin_of(url: object) -> str:
-    """``scheme://host:port`` of a URL."""
-    parts = urlsplit(str(url))
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 def known(cache_dir: str | os.PathLike[str], session: str | None, endpoint: str) -> Outage | None:
@@ -102,4 +95,4 @@ def _read(path: Path) -> Outage | None:
         return None
 
 
-__all__ = ["RECHECK_AFTER", "Outage", "endpoints", "forget", "known", "origin_of", "remember", "remove"]
+__all__ = ["RECHECK_AFTER", "Outage", "endpoints", "forget", "known", "remember", "remove"]
