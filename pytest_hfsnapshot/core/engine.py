@@ -35,7 +35,14 @@ from ..errors import (
     VerificationError,
 )
 from ..request import RequestKeywords, SnapshotRequest, is_commit
-from ..settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings, VerifyMode
+from ..settings import (
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_MAX_RATE_WAIT,
+    DEFAULT_RETRIES,
+    DEFAULT_VERIFY,
+    Settings,
+    VerifyMode,
+)
 from ..snapshot import Snapshot, Source
 from . import failures, gate, outage, refusals, retry, space, state
 from . import listing as listing_mod
@@ -63,7 +70,7 @@ def materialize(
     repo_id: str,
     *,
     cache_dir: str | os.PathLike[str] | None = None,
-    verify: VerifyMode = "size",
+    verify: VerifyMode = DEFAULT_VERIFY,
     retries: int = DEFAULT_RETRIES,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     offline: bool | None = None,

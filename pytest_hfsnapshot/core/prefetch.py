@@ -60,7 +60,7 @@ from huggingface_hub.utils.tqdm import are_progress_bars_disabled, disable_progr
 
 from ..errors import AuthError, DiskError
 from ..request import SnapshotRequest
-from ..settings import AuthAction
+from ..settings import DEFAULT_AUTH_ACTION, AuthAction
 from ..snapshot import Snapshot
 from . import space
 from .credentials import token_set
@@ -109,7 +109,7 @@ class PrefetchResult:
         declared ``private=True`` (a typo must never turn a run green) and a rejected token included."""
         return [r for r in self.results if r.error is not None and not _skipped_refusal(r)]
 
-    def ok(self, on_auth_error: AuthAction = "skip") -> bool:
+    def ok(self, on_auth_error: AuthAction = DEFAULT_AUTH_ACTION) -> bool:
         """True when nothing failed, refusals counting only when their tests will fail."""
         return not self.failed and not (on_auth_error == "fail" and self.refused)
 
@@ -308,7 +308,7 @@ def failure_of(result: RequestResult) -> Failure:
 _WILL: dict[AuthAction, str] = {"skip": "will be skipped", "xfail": "will be xfailed", "fail": "will fail"}
 
 
-def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = "skip") -> list[str]:
+def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = DEFAULT_AUTH_ACTION) -> list[str]:
     """What to print once the prefetch is done: the failure table, the refusals, a closing line."""
     lines: list[str] = []
     total = len(result.results)
