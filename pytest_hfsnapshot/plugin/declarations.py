@@ -14,7 +14,7 @@ import pytest
 
 from ..core.credentials import hub_token
 from ..errors import InvalidRequestError
-from ..request import RequestKeywords, SnapshotRequest
+from ..request import RequestKeywords, SnapshotRequest, keywords_signature
 from ..snapshot import Snapshot
 from .session import state_of
 
@@ -24,8 +24,7 @@ if TYPE_CHECKING:
 NO_TOKEN_REASON = "needs a Hugging Face Hub token: set HF_TOKEN (or run `hf auth login`)"
 #: The markers' lines for ``config.addinivalue_line("markers", ...)``.
 MARKERS = (
-    "hf_snapshot(repo_id, revision='main', allow_patterns=None, ignore_patterns=None, "
-    "repo_type='model', metadata_only=False, private=False): the test needs this Hugging Face Hub snapshot "
+    f"hf_snapshot(repo_id, {keywords_signature()}): the test needs this Hugging Face Hub snapshot "
     "(private=True: skip, not fail, when the Hub does not show the repo to the token in use); "
     "the hf_snapshot fixture gives it.",
     "hf_requires_token: skip the test when no Hugging Face Hub token is configured (HF_TOKEN).",
@@ -37,9 +36,9 @@ _REQUEST_ATTR = "hfsnapshot_request"
 def snapshot_fixture(repo_id: str, **keywords: Unpack[RequestKeywords]) -> Callable[..., Snapshot]:
     """Declare a session-scoped fixture giving a verified :class:`~pytest_hfsnapshot.Snapshot`.
 
-    Keywords, as for every declaration form (see :meth:`~pytest_hfsnapshot.request.SnapshotRequest.build`):
-    ``revision="main"``, ``allow_patterns=None``, ``ignore_patterns=None``, ``repo_type="model"``,
-    ``metadata_only=False``, ``private=False``.
+    Keywords, as for every declaration form: :class:`~pytest_hfsnapshot.request.RequestKeywords`
+    (``revision="main"``, patterns, ``repo_type``, ``metadata_only``, ``private``; see
+    :meth:`~pytest_hfsnapshot.request.SnapshotRequest.build`).
 
     The fixture is named after the variable it is assigned to (``tiny_bert = snapshot_fixture(...)``
     in a conftest defines ``tiny_bert``). The declaration is validated right away: a bad repo id,
