@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_hfsnapshot.core import failures, gate
+from pytest_hfsnapshot.core import error_builders, gate
 
 
 @pytest.mark.parametrize(
@@ -35,6 +35,6 @@ def test_a_failed_request_is_named_by_its_origin() -> None:
     error.request = request  # type: ignore[attr-defined]
     wrapped = RuntimeError("download failed")
     wrapped.__cause__ = error
-    assert failures.failed_origin(wrapped) == "http://127.0.0.2:9"
-    assert failures.failed_file(wrapped) == "w b.bin"
-    assert failures.failed_origin(ValueError("no request")) == failures.hub()
+    assert error_builders.failed_origin(wrapped) == "http://127.0.0.2:9"
+    assert error_builders.failed_file(wrapped) == "w b.bin"
+    assert error_builders.failed_origin(ValueError("no request")) == error_builders.hub()

@@ -44,13 +44,13 @@ from ..settings import (
     VerifyMode,
 )
 from ..snapshot import Snapshot, Source
-from . import failures, gate, outage, refusals, retry, space, state
+from . import error_builders, gate, outage, refusals, retry, space, state
 from . import listing as listing_mod
 from ._hf_compat import xet_in_use
 from .credentials import token_set
-from .failures import cause as _cause
-from .failures import failed_file as _failed_file
-from .failures import hub as _hub
+from .error_builders import cause as _cause
+from .error_builders import failed_file as _failed_file
+from .error_builders import hub as _hub
 from .hashing import ArrivalHasher
 from .layout import RepoCache
 from .locking import RepoLock
@@ -394,10 +394,12 @@ class _Engine:
             raise give_up(error, kind, backoff.attempts, what, filename) from error
 
     def _typed(self, error: BaseException, kind: retry.Classification) -> HfSnapshotError:
-        return failures.typed(self.request, error, kind, token_set=self._token_set(), cache_dir=self.repo.cache_dir)
+        return error_builders.typed(
+            self.request, error, kind, token_set=self._token_set(), cache_dir=self.repo.cache_dir
+        )
 
     def _disk(self, error: BaseException, number: int, still: list[ExpectedFile] | None = None) -> DiskError:
-        return failures.disk(
+        return error_builders.disk(
             self.request, error, number, cache_dir=self.repo.cache_dir, blobs=self.repo.blobs, still=still or ()
         )
 
@@ -410,7 +412,7 @@ class _Engine:
         return self._exhausted(error, kind, attempts, what, filename)
 
     def _unreachable(self, down: outage.Outage, what: str) -> TransientError:
-        return failures.unreachable(self.request, down, what)
+        return error_builders.unreachable(self.request, down, what)
 
     def _check_space(self, needed: list[ExpectedFile]) -> None:
         """Refuse, before the first byte, a download the cache's filesystem cannot take."""
@@ -425,7 +427,7 @@ class _Engine:
     def _exhausted(
         self, error: BaseException, kind: retry.Classification, attempts: int, what: str, filename: str | None
     ) -> TransientError:
-        return failures.gave_up(self.request, error, kind, attempts, what, filename)
+        return error_builders.gave_up(self.request, error, kind, attempts, what, filename)
 
     # --- listing ------------------------------------------------------------------------------
     def _listing(self, commit: str, *, network: bool) -> dict[str, ExpectedFile] | None:
@@ -458,7 +460,7 @@ class _Engine:
         return self._cached_only(commit, unverified=False)
 
     def _not_cached(self, message: str, *missing: str) -> OfflineMissingError:
-        return failures.not_cached(self.request, message, *missing)
+        return error_builders.not_cached(self.request, message, *missing)
 
     def _cached_only(self, commit: str, *, unverified: bool) -> Snapshot:
         """Serve what the cache holds for ``commit`` without any network, or say what is missing."""

@@ -64,7 +64,7 @@ from ..settings import DEFAULT_AUTH_ACTION, AuthAction
 from ..snapshot import Snapshot
 from . import space
 from .credentials import token_set
-from .formats import Failure, count, failure_groups, human_size, request_label
+from .formats import FailureRow, count, failure_groups, human_size, request_label
 from .refusals import auth_message, skips
 from .specs import parse_spec
 
@@ -298,8 +298,8 @@ def progress_line(position: int, total: int, result: RequestResult) -> str:
     return f"{head} FAILED ({type(result.error).__name__})"
 
 
-def failure_of(result: RequestResult) -> Failure:
-    """A failed request as :func:`~pytest_hfsnapshot.formats.failure_groups` takes it."""
+def failure_row(result: RequestResult) -> FailureRow:
+    """A failed request as a row of the report (:func:`~pytest_hfsnapshot.core.formats.failure_groups`)."""
     error = result.error
     cause = getattr(error, "cause", None)
     return (request_label(result.request), type(error).__name__, str(error), cause if isinstance(cause, str) else None)
@@ -316,7 +316,7 @@ def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = DEFAULT_
     if result.failed:
         lines.append(f"hfsnapshot: {len(result.failed)} of {count(total, 'snapshot')} could not be made ready:")
         # One line per cause: a full disk reads once, however many snapshots it stopped.
-        for labels, text in failure_groups(failure_of(failed) for failed in result.failed):
+        for labels, text in failure_groups(failure_row(failed) for failed in result.failed):
             lines.append(f"  {labels.ljust(width)}  {text}")
     if result.refused:
         has_token = token_set()
@@ -352,7 +352,7 @@ __all__ = [
     "Display",
     "PrefetchResult",
     "RequestResult",
-    "failure_of",
+    "failure_row",
     "fit",
     "parse_spec",
     "prefetch",

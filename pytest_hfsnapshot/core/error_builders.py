@@ -1,6 +1,6 @@
-"""What a failed materialization says: the typed error for each kind of failure, in one place.
+"""The typed error builders: what a failed materialization raises, for each kind of failure, in one place.
 
-The kind is decided by :func:`pytest_hfsnapshot.retry.classify`; the words of a refused access
+The kind is decided by :func:`pytest_hfsnapshot.core.retry.classify`; the words of a refused access
 come from :mod:`pytest_hfsnapshot.core.refusals` and those of a refused write from
 :mod:`pytest_hfsnapshot.core.space`. Messages carry class names, statuses, repo names, files and
 endpoints, never a header or a token.
