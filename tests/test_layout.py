@@ -23,6 +23,7 @@ def test_every_path_of_our_own_state_is_in_our_folder(tmp_path: Path) -> None:
         "resolution": repo.resolution_path("s1", "release/v1"),
         "failure memory": layout.failure_memory_file(repo.cache_dir, "s1", "k"),
         "gate": layout.endpoint_file(layout.gate_dir(repo.cache_dir, "s1"), "http://h:1"),
+        "gate lock": layout.endpoint_lock(layout.endpoint_file(layout.gate_dir(repo.cache_dir, "s1"), "http://h:1")),
         "outage": layout.endpoint_file(layout.outage_dir(repo.cache_dir, "s1"), "http://h:1"),
         "probe": layout.flock_probe(repo.lock_path.parent),
     }
@@ -35,6 +36,7 @@ def test_every_path_of_our_own_state_is_in_our_folder(tmp_path: Path) -> None:
         "resolution": "resolutions/s1/datasets--org--x@release%2Fv1.json",
         "failure memory": "outcomes/s1/k.json",
         "gate": "gate/s1/http_h_1.json",
+        "gate lock": "gate/s1/http_h_1.json.lock",
         "outage": "outages/s1/http_h_1.json",
         "probe": "locks/.flock-probe",
     }

@@ -42,7 +42,7 @@ from filelock import FileLock
 from ..errors import HfSnapshotError, RateLimitError
 from ..settings import DEFAULT_MAX_RATE_WAIT
 from ._hf_compat import client_factory_in_place, client_factory_is
-from .layout import atomic_write_json, endpoint_file, gate_dir, read_json
+from .layout import atomic_write_json, endpoint_file, endpoint_lock, gate_dir, read_json
 
 if TYPE_CHECKING:
     from .retry import Classification
@@ -161,7 +161,7 @@ class Gate:
         path = endpoint_file(folder, endpoint)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(path) + ".lock", is_singleton=False):
+            with FileLock(str(endpoint_lock(path)), is_singleton=False):
                 data = read_json(path)
                 data = data if isinstance(data, dict) else {}
                 if float(data.get("until", 0.0)) >= until - _SAME_WINDOW:

@@ -24,7 +24,7 @@ delete from, so no lock file of ours is removed while it can be held::
     resolutions/{session}/...            branch resolutions shared by one test session
     refusals/{repo folder}.json          the Hub's last refusal of the repo (auth)
     outcomes/{session}/<key>.json        the failure memory shared by the workers of one test session
-    gate/{session}/<endpoint>.json       rate-limit windows of one session (``gate``)
+    gate/{session}/<endpoint>.json       rate-limit windows of one session (``gate``), each with a .lock
     outages/{session}/<endpoint>.json    endpoints one session found unreachable (``outage``)
 
 A record only says that a snapshot was verified: every use re-checks the files it names, so a
@@ -99,6 +99,11 @@ def endpoint_file(folder: str | os.PathLike[str], endpoint: str) -> Path:
     return Path(folder) / (_UNSAFE_IN_NAME_RE.sub("_", endpoint) + ".json")
 
 
+def endpoint_lock(path: Path) -> Path:
+    """The lock held while an :func:`endpoint_file` is read and rewritten (kept: never delete a lock file)."""
+    return path.with_name(f"{path.name}.lock")
+
+
 def store_file(cache_dir: str | os.PathLike[str], xet_hash: str) -> Path:
     """``{cache}/blobs/<xx>/<xet hash>``: where the shared blob store keeps a Xet file's bytes."""
     return Path(cache_dir) / STORE_DIR / xet_hash[:2] / xet_hash
@@ -167,7 +172,7 @@ class RepoCache:
         The manifest lists, one per line relative to the cache, the repo links to the entry; the
         client appends a line before it makes a link and reads them when it collects garbage.
         """
-        manifest = store.with_name(f"{store.name}.refs")
+        manifest = self.store_manifest(store)
         try:
             if manifest.is_symlink():
                 return False
@@ -181,6 +186,10 @@ class RepoCache:
         # The client's mode: every user of a shared cache appends to it.
         atomic_write_text(manifest, "".join(f"{line}\n" for line in kept), mode=0o666)
         return True
+
+    def store_manifest(self, store: Path) -> Path:
+        """``<xet hash>.refs`` beside a shared-store entry: the repo links to it, one a line."""
+        return store.with_name(f"{store.name}.refs")
 
     def store_lock(self, store: Path) -> Path:
         """huggingface_hub's lock of one shared-store entry (held while it publishes, links or collects it)."""
