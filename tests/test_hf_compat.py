@@ -115,8 +115,8 @@ def says_missing(caplog: pytest.LogCaptureFixture, name: str) -> bool:
 # --- the tree cache -------------------------------------------------------------------------------
 
 
-def test_the_client_tree_cache_is_there_and_keeps_its_documented_format(tmp_path: Path) -> None:
-    client = _hf_compat.client_tree_cache()
+def test_the_client_listing_cache_is_there_and_keeps_its_documented_format(tmp_path: Path) -> None:
+    client = _hf_compat.client_listing_cache()
     assert client is not None, f"huggingface_hub {huggingface_hub.__version__} has no usable _tree_cache"
     client.write(tmp_path, COMMIT, FILES)
     on_disk = json.loads((tmp_path / "trees" / f"{COMMIT}.json").read_text())
@@ -129,29 +129,29 @@ def test_the_client_tree_cache_is_there_and_keeps_its_documented_format(tmp_path
 def test_the_fallback_writes_what_the_client_reads_and_reads_what_it_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = _hf_compat.client_tree_cache()
+    client = _hf_compat.client_listing_cache()
     assert client is not None
     repo = RepoCache(tmp_path, "org/x", "model")
     with monkeypatch.context() as patched:
-        patched.setattr(layout, "client_tree_cache", lambda: None)
-        repo.write_tree_cache(COMMIT, FILES)
-        assert repo.read_tree_cache(COMMIT) == FILES
+        patched.setattr(layout, "client_listing_cache", lambda: None)
+        repo.write_listing_cache(COMMIT, FILES)
+        assert repo.read_listing_cache(COMMIT) == FILES
     assert client.read(repo.root, COMMIT) == FILES  # the client reads the hand-written file
     other = "9" * 40
     client.write(repo.root, other, FILES)
-    monkeypatch.setattr(layout, "client_tree_cache", lambda: None)
-    assert repo.read_tree_cache(other) == FILES  # and the fallback reads the client's
+    monkeypatch.setattr(layout, "client_listing_cache", lambda: None)
+    assert repo.read_listing_cache(other) == FILES  # and the fallback reads the client's
 
 
 def test_a_release_without_the_tree_cache_falls_back_and_says_so(
     monkeypatch: pytest.MonkeyPatch, warned: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     hide_module(monkeypatch, _hf_compat.TREE_CACHE_MODULE)
-    assert _hf_compat.client_tree_cache() is None
+    assert _hf_compat.client_listing_cache() is None
     assert says_missing(warned, "huggingface_hub._tree_cache")
     repo = RepoCache(tmp_path, "org/x", "model")
-    repo.write_tree_cache(COMMIT, FILES)
-    assert repo.read_tree_cache(COMMIT) == FILES
+    repo.write_listing_cache(COMMIT, FILES)
+    assert repo.read_listing_cache(COMMIT) == FILES
 
 
 # --- the shared blob store ------------------------------------------------------------------------
@@ -175,7 +175,7 @@ def test_the_store_test_and_the_xet_token_cache_behave_as_used(local_hub: LocalH
     weights = bytes(range(256)) * 64
     local_hub.add_repo("org/stored", {"config.json": "{}", "model.safetensors": weights})
     snap = materialize("org/stored")
-    entry = RepoCache(local_hub.cache_dir, "org/stored", "model").read_tree_cache(snap.commit)
+    entry = RepoCache(local_hub.cache_dir, "org/stored", "model").read_listing_cache(snap.commit)
     assert entry is not None
     xet_hash = entry["model.safetensors"]["xet_hash"]
     cache = Path(local_hub.cache_dir)

@@ -12,7 +12,7 @@ loudly, rather than silently somewhere in a download.
 private name                                            used for (fallback)
 ======================================================  ===============================================
 ``huggingface_hub._tree_cache``: ``read_tree_cache``,   reading and writing the listing where and as the
-``write_tree_cache``, ``TreeCacheEntry``                client keeps it (:func:`client_tree_cache`; none:
+``write_tree_cache``, ``TreeCacheEntry``                client keeps it (:func:`client_listing_cache`; none:
                                                         the 1.33-2.4 format, written by hand in layout)
 ``huggingface_hub.utils._shared_blobs``:                whether a Xet file's bytes are already in the
 ``shared_blobs_enabled``, ``has_shared_blob``           shared blob store (none: not in use, counted as
@@ -77,6 +77,11 @@ def hub_version() -> str:
     return str(huggingface_hub.__version__)
 
 
+def hub_major() -> int:
+    """The installed huggingface_hub's major version (behaviours that changed with one: see ``retry``)."""
+    return int(hub_version().split(".", 1)[0])
+
+
 def missing_message(name: str, used_for: str) -> str:
     """The words for a private name the installed release does not have: its version, the name, what it was for."""
     return f"huggingface_hub {hub_version()} has no {name}, which pytest-hfsnapshot uses {used_for}"
@@ -107,7 +112,7 @@ def _functions(module: ModuleType | None, *names: str) -> list[Callable[..., Any
 # --- the tree cache -----------------------------------------------------------------------------
 
 
-class ClientTreeCache:
+class ClientListingCache:
     """huggingface_hub's own tree-cache functions, with entries as the JSON dicts of its format.
 
     Going through them keeps the client's in-memory copy of the listing and its checks (valid
@@ -128,9 +133,9 @@ class ClientTreeCache:
         self._write(str(repo_root), commit, entries)
 
 
-def client_tree_cache() -> ClientTreeCache | None:
+def client_listing_cache() -> ClientListingCache | None:
     """The client's tree cache, or None on a release without one of that shape (callers then write
-    the format of huggingface_hub 1.33 to 2.4 themselves, see ``layout.RepoCache.read_tree_cache``)."""
+    the format of huggingface_hub 1.33 to 2.4 themselves, see ``layout.RepoCache.read_listing_cache``)."""
     module = _module(TREE_CACHE_MODULE)
     functions = _functions(module, "read_tree_cache", "write_tree_cache")
     entry = getattr(module, "TreeCacheEntry", None)
@@ -141,7 +146,7 @@ def client_tree_cache() -> ClientTreeCache | None:
             "the listing is kept in the format of huggingface_hub 1.33 to 2.4 by hand",
         )
         return None
-    return ClientTreeCache(functions[0], functions[1], entry)
+    return ClientListingCache(functions[0], functions[1], entry)
 
 
 # --- the shared blob store ----------------------------------------------------------------------
@@ -278,16 +283,17 @@ def forget_xet_tokens() -> None:
 
 
 __all__ = [
-    "ClientTreeCache",
+    "ClientListingCache",
     "HubCompatibilityError",
     "client_factory_in_place",
     "client_factory_is",
-    "client_tree_cache",
+    "client_listing_cache",
     "close_client_session",
     "endpoint_patches",
     "forget_xet_tokens",
     "has_shared_blob",
     "http_client_loaded",
+    "hub_major",
     "hub_version",
     "missing_message",
     "shared_store_enabled",

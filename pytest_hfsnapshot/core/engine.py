@@ -431,7 +431,7 @@ class _Engine:
 
     # --- listing ------------------------------------------------------------------------------
     def _listing(self, commit: str, *, network: bool) -> dict[str, ExpectedFile] | None:
-        raw = self.repo.read_tree_cache(commit)
+        raw = self.repo.read_listing_cache(commit)
         if raw is not None:
             try:
                 return listing_mod.parse(self.repo, raw)
@@ -446,7 +446,7 @@ class _Engine:
             retried=not retry.client_retries_listings(),
         )
         listing = listing_mod.parse(self.repo, raw)
-        self.repo.write_tree_cache(commit, raw)
+        self.repo.write_listing_cache(commit, raw)
         return listing
 
     # --- offline and unverified ---------------------------------------------------------------

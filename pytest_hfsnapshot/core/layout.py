@@ -44,7 +44,7 @@ from typing import Any
 
 from ..errors import UnsafeCacheError
 from ..request import is_commit
-from ._hf_compat import client_tree_cache
+from ._hf_compat import client_listing_cache
 
 #: Our state folder, relative to the cache root (see the module docstring).
 OWN_DIR = os.path.join(".locks", "hfsnapshot")
@@ -223,7 +223,7 @@ class RepoCache:
         atomic_write_text(path, commit, mode=PRIVATE_MODE)
         return True
 
-    def read_tree_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
+    def read_listing_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
         """The client's cached listing ``trees/<commit>.json``, entries in its JSON form, or None.
 
         Read through huggingface_hub's own tree-cache code (see :mod:`._hf_compat`), after refusing a
@@ -232,7 +232,7 @@ class RepoCache:
         path = self.tree_cache(commit)
         if path.is_symlink() or not is_within(path.parent, self.root):
             return None
-        client = client_tree_cache()
+        client = client_listing_cache()
         if client is not None:
             return client.read(self.root, commit)
         data = read_json(path)
@@ -241,11 +241,11 @@ class RepoCache:
         files = data.get("files")
         return files if isinstance(files, dict) else None
 
-    def write_tree_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
+    def write_listing_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
         """Store a listing where and as the client keeps it (``xet_hash`` included), so that it
         neither lists the tree again nor sends a HEAD per Xet file."""
         self.make_folders(self.tree_cache(commit).parent)
-        client = client_tree_cache()
+        client = client_listing_cache()
         if client is not None:
             client.write(self.root, commit, files)
             return

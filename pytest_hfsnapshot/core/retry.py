@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from huggingface_hub import errors as hf_errors
 
+from ._hf_compat import hub_major
+
 Kind = Literal["auth", "revision_not_found", "entry_not_found", "transient", "disk", "fatal"]
 
 _TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -343,6 +345,4 @@ def client_retries_listings() -> bool:
 
     Where the client already retries, wrapping the listing in our retries would multiply the two.
     """
-    import huggingface_hub
-
-    return int(huggingface_hub.__version__.split(".", 1)[0]) >= 2
+    return hub_major() >= 2

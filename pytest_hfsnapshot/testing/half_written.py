@@ -400,7 +400,7 @@ def _writable(path: Path) -> Iterator[None]:
 def _etag(repo: RepoCache, commit: str, relpath: str, blob: Path) -> str:
     if blob.parent == repo.blobs:
         return blob.name
-    info = (repo.read_tree_cache(commit) or {}).get(relpath)
+    info = (repo.read_listing_cache(commit) or {}).get(relpath)
     if not info:
         raise FileNotFoundError(f"No cached listing names the blob of {relpath!r} ({repo.tree_cache(commit)}).")
     return str(info.get("lfs_sha256") or info["blob_id"])
