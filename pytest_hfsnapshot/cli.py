@@ -33,7 +33,7 @@ def prefetch_command(args: Sequence[str]) -> int:
 
 def _prefetch_parser() -> argparse.ArgumentParser:
     from .core.prefetch import DEFAULT_WORKERS
-    from .settings import AUTH_ACTIONS, VERIFY_MODES
+    from .settings import AUTH_ACTIONS, DEFAULT_AUTH_ACTION, DEFAULT_VERIFY, VERIFY_MODES
 
     parser = argparse.ArgumentParser(
         prog=f"{PROG} prefetch",
@@ -58,14 +58,17 @@ def _prefetch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache-dir", metavar="PATH", help="huggingface_hub cache folder (default: HF_HUB_CACHE)")
     parser.add_argument("--offline", action="store_true", help="make no network request; check the cache only")
     parser.add_argument(
-        "--verify", choices=VERIFY_MODES, default="size", help="how cached files are re-checked (default size)"
+        "--verify",
+        choices=VERIFY_MODES,
+        default=DEFAULT_VERIFY,
+        help=f"how cached files are re-checked (default {DEFAULT_VERIFY})",
     )
     parser.add_argument(
         "--on-auth-error",
         # Without pytest there is no test to xfail.
         choices=[action for action in AUTH_ACTIONS if action != "xfail"],
-        default="skip",
-        help="repos the Hub refuses are listed; fail makes them fail the command too (default skip)",
+        default=DEFAULT_AUTH_ACTION,
+        help=f"repos the Hub refuses are listed; fail makes them fail the command too (default {DEFAULT_AUTH_ACTION})",
     )
     parser.add_argument(
         "--no-space-check",

@@ -6,12 +6,15 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TypedDict
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, TypedDict
 
 from huggingface_hub.constants import REPO_TYPES_URL_PREFIXES
 
 from .errors import InvalidRequestError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 REPO_TYPES = ("model", "dataset", "space")
 #: A full commit id: 40 lowercase hex digits (test a string with :func:`is_commit`).
@@ -44,8 +47,9 @@ WEIGHT_PATTERNS: tuple[str, ...] = (
 
 class RequestKeywords(TypedDict, total=False):
     """The keywords every declaration form takes besides the repo id (``snapshot_fixture``, the
-    ``hf_snapshot`` marker, the ``hf_snapshots`` factory, ``materialize``); their defaults and
-    their validation are :meth:`SnapshotRequest.build`'s."""
+    ``hf_snapshot`` marker, the ``hf_snapshots`` factory, ``materialize``, JSON specs): the one
+    place they are named. Their defaults are :class:`SnapshotRequest`'s; their validation is
+    :meth:`SnapshotRequest.build`'s."""
 
     revision: str
     allow_patterns: str | Sequence[str] | None
@@ -77,18 +81,26 @@ class SnapshotRequest:
     private: bool = False
 
     @classmethod
-    def build(
-        cls,
-        repo_id: object,
-        *,
-        revision: object = "main",
-        allow_patterns: object = None,
-        ignore_patterns: object = None,
-        repo_type: object = "model",
-        metadata_only: object = False,
-        private: object = False,
-    ) -> SnapshotRequest:
-        """Validate raw user input and return the normalized request, or raise InvalidRequestError."""
+    def build(cls, repo_id: object, **keywords: Unpack[RequestKeywords]) -> SnapshotRequest:
+        """Validate raw user input and return the normalized request, or raise InvalidRequestError.
+
+        The keywords are :class:`RequestKeywords` (each defaults to this class's field of its name),
+        typed for callers; their values are checked here whatever their type.
+        """
+        return cls.from_keywords(repo_id, keywords, form="SnapshotRequest.build")
+
+    @classmethod
+    def from_keywords(cls, repo_id: object, keywords: Mapping[str, object], *, form: str) -> SnapshotRequest:
+        """:meth:`build` for a declaration form's keywords; an unknown one is an InvalidRequestError naming ``form``."""
+        unknown = sorted(set(keywords) - set(KEYWORDS))
+        if unknown:
+            raise InvalidRequestError(
+                f"unknown argument(s) {', '.join(unknown)}; {form} takes the repo id and {', '.join(KEYWORDS)}"
+            )
+        given = {**KEYWORD_DEFAULTS, **keywords}
+        revision, repo_type = given["revision"], given["repo_type"]
+        allow_patterns, ignore_patterns = given["allow_patterns"], given["ignore_patterns"]
+        metadata_only, private = given["metadata_only"], given["private"]
         if not isinstance(repo_id, str) or not repo_id:
             raise InvalidRequestError(
                 f"repo_id must be a non-empty string like 'org/name', got {repo_id!r}.",
@@ -106,14 +118,14 @@ class SnapshotRequest:
                 repo_id=repo_id,
             ) from None
         if repo_type is None:
-            repo_type = "model"
+            repo_type = KEYWORD_DEFAULTS["repo_type"]
         if repo_type not in REPO_TYPES:
             raise InvalidRequestError(
                 f"Unknown repo_type {repo_type!r} for {repo_id!r}: use one of {', '.join(REPO_TYPES)}.",
                 repo_id=repo_id,
             )
         if revision is None:
-            revision = "main"
+            revision = KEYWORD_DEFAULTS["revision"]
         if not isinstance(revision, str) or not revision or _BAD_REVISION_RE.search(revision):
             raise InvalidRequestError(
                 f"Invalid revision {revision!r} for {repo_id!r}: give a branch, a tag or a 40-hex commit id.",
@@ -138,16 +150,6 @@ class SnapshotRequest:
             metadata_only=metadata_only,
             private=private,
         )
-
-    @classmethod
-    def from_keywords(cls, repo_id: object, keywords: Mapping[str, object], *, form: str) -> SnapshotRequest:
-        """:meth:`build` for a declaration form's keywords; an unknown one is an InvalidRequestError naming ``form``."""
-        unknown = sorted(set(keywords) - set(KEYWORDS))
-        if unknown:
-            raise InvalidRequestError(
-                f"unknown argument(s) {', '.join(unknown)}; {form} takes the repo id and {', '.join(KEYWORDS)}"
-            )
-        return cls.build(repo_id, **keywords)
 
     @property
     def pinned(self) -> bool:
@@ -195,6 +197,15 @@ class SnapshotRequest:
             [self.allow_patterns, self.ignore_patterns, self.metadata_only], separators=(",", ":")
         ).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+#: Each keyword's default: the field of its name (what a declaration that leaves it out gets).
+KEYWORD_DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(SnapshotRequest) if f.name in KEYWORDS}
+
+
+def keywords_signature() -> str:
+    """``revision='main', allow_patterns=None, ...``: the keywords with their defaults, as a signature reads."""
+    return ", ".join(f"{name}={KEYWORD_DEFAULTS[name]!r}" for name in KEYWORDS)
 
 
 def is_commit(text: str) -> bool:

@@ -26,6 +26,13 @@ AUTH_ACTIONS: tuple[AuthAction, ...] = get_args(AuthAction)
 MISSING_ACTIONS: tuple[MissingAction, ...] = get_args(MissingAction)
 VERIFY_MODES: tuple[VerifyMode, ...] = get_args(VerifyMode)
 
+# The defaults, each written once for materialize, the plugin's options (and their help) and the CLI.
+#: What a test needing a snapshot the Hub refuses does (``--hf-on-auth-error``).
+DEFAULT_AUTH_ACTION: AuthAction = "skip"
+#: What a test needing a snapshot that is not fully cached does offline (``--hf-on-missing``).
+DEFAULT_MISSING_ACTION: MissingAction = "fail"
+#: How cached files are re-checked (``verify=``, ``--hf-verify``).
+DEFAULT_VERIFY: VerifyMode = "size"
 #: Extra attempts for transient failures, the default of ``materialize`` and ``--hf-retries``.
 DEFAULT_RETRIES = 5
 #: Seconds to wait for another process's repo lock (``--hf-lock-timeout``).
@@ -56,7 +63,7 @@ class Settings:
     """
 
     cache_dir: str | os.PathLike[str] | None = None
-    verify: VerifyMode = "size"
+    verify: VerifyMode = DEFAULT_VERIFY
     retries: int = DEFAULT_RETRIES
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     offline: bool | None = None
@@ -102,9 +109,12 @@ def _seconds(value: object) -> bool:
 
 __all__ = [
     "AUTH_ACTIONS",
+    "DEFAULT_AUTH_ACTION",
     "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_MAX_RATE_WAIT",
+    "DEFAULT_MISSING_ACTION",
     "DEFAULT_RETRIES",
+    "DEFAULT_VERIFY",
     "MISSING_ACTIONS",
     "VERIFY_MODES",
     "AuthAction",

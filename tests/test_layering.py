@@ -244,6 +244,60 @@ def test_the_plugin_is_registered_as_hfsnapshot() -> None:
         __import__(module)
 
 
+# What reads interpreter frames: the attributes that lead to one or out of one, and the functions
+# that hand them out. Decisions made from frames break when a library renames a function or local.
+_FRAME_ATTRIBUTES = {
+    "__traceback__",
+    "tb_frame",
+    "tb_next",
+    "f_back",
+    "f_code",
+    "f_globals",
+    "f_lineno",
+    "f_locals",
+    "gi_frame",
+    "cr_frame",
+    "ag_frame",
+}
+_FRAME_FUNCTIONS = {
+    "sys": {"_getframe", "_current_frames", "exc_info"},
+    "inspect": {"currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getframeinfo"},
+    "traceback": {"extract_stack", "extract_tb", "walk_stack", "walk_tb", "format_stack", "print_stack"},
+}
+
+
+def frame_reads(path: Path) -> list[str]:
+    """Where a module reads interpreter frames (``line: what``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr in _FRAME_ATTRIBUTES:
+            found.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.attr in _FRAME_FUNCTIONS.get(node.value.id, ()):
+                found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module in _FRAME_FUNCTIONS:
+            names = [a.name for a in node.names if a.name in _FRAME_FUNCTIONS[node.module]]
+            found += [f"{node.lineno}: from {node.module} import {name}" for name in names]
+    return found
+
+
+def test_no_module_reads_interpreter_frames(tmp_path: Path) -> None:
+    reading = {name: found for name, path in package_modules().items() if (found := frame_reads(path))}
+    assert reading == {}
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import sys\nfrom inspect import stack\n"
+        "def f(error):\n    return error.__traceback__.tb_frame.f_locals, sys._getframe(1)\n"
+    )
+    assert sorted(frame_reads(sample)) == [
+        "2: from inspect import stack",
+        "4: .__traceback__",
+        "4: .f_locals",
+        "4: .tb_frame",
+        "4: sys._getframe",
+    ]
+
+
 if __name__ == "__main__":
     graph = import_graph()
     print(f"{len(graph)} modules, {sum(map(len, graph.values()))} import edges")

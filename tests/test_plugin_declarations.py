@@ -55,7 +55,7 @@ def test_snapshot_fixture_is_named_after_its_variable(
 
 
 def test_snapshot_fixture_is_session_scoped_and_listed(pytester: pytest.Pytester) -> None:
-    conftest = pytester.makeconftest(
+    pytester.makeconftest(
         """
         from pytest_hfsnapshot import snapshot_fixture
 
@@ -66,7 +66,7 @@ def test_snapshot_fixture_is_session_scoped_and_listed(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(
         [
             "tiny_bert [[]session scope[]]*",
-            f"    Snapshot of org/tiny@main (snapshot_fixture declared at {conftest}:3).",
+            "    Snapshot of org/tiny@main (declared with snapshot_fixture).",
         ]
     )
 
@@ -191,7 +191,11 @@ def test_bad_conftest_declaration_names_the_line(pytester: pytest.Pytester, decl
     result.stderr.fnmatch_lines(
         [
             f"ImportError while loading conftest '{conftest}'.",
-            f"E   *InvalidRequestError: invalid snapshot_fixture(...) declared at {conftest}:4: *",
+            # The traceback ends at the declaring line.
+            f"{conftest.name}:4: in <module>",
+            f"    broken = {declaration}",
+            "*",
+            "E   *InvalidRequestError: invalid snapshot_fixture(...): *",
         ]
     )
     result.stderr.fnmatch_lines([message])
@@ -212,7 +216,10 @@ def test_bad_declaration_in_a_test_module_is_a_collection_error(pytester: pytest
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(
         [
-            f"*invalid snapshot_fixture(...) declared at {module}:3: metadata_only must be True or False*",
+            f"{module.name}:3: in <module>",
+            '    broken = snapshot_fixture("org/x", metadata_only="yes")',
+            "*",
+            "*invalid snapshot_fixture(...): metadata_only must be True or False*",
             "*Interrupted: 1 error during collection*",
         ]
     )

@@ -151,18 +151,6 @@ def test_backoff_stops_at_the_deadline() -> None:
     assert backoff.next_delay(5.0) is None
 
 
-def xet_failure(message: str) -> RuntimeError:
-    """What hf_xet raises through huggingface_hub's ``xet_get`` when a CAS request keeps failing."""
-    namespace: dict[str, Any] = {}
-    code = "def xet_get(message):\n    raise RuntimeError(message)\n"
-    exec(compile(code, "/site-packages/huggingface_hub/file_download.py", "exec"), namespace)
-    try:
-        namespace["xet_get"](message)
-    except RuntimeError as error:
-        return error
-    raise AssertionError("unreachable")
-
-
 @pytest.mark.parametrize(
     ("message", "kind", "status"),
     [
@@ -181,11 +169,24 @@ def xet_failure(message: str) -> RuntimeError:
     ],
 )
 def test_hf_xet_transfer_failures(message: str, kind: str, status: int | None) -> None:
-    found = retry.classify(xet_failure(f"Task error: File reconstruction error: {message}"))
-    assert (found.kind, found.status) == (kind, status)
+    # What hf_xet raises (a plain RuntimeError) in a download of files the listing gives a Xet hash.
+    found = retry.classify(RuntimeError(f"Task error: File reconstruction error: {message}"), through_xet=True)
+    assert (found.kind, found.status, found.by_xet) == (kind, status, True)
     # hf_xet retried it already with its own backoff: ours must not multiply it.
     assert found.client_retried is (kind == "transient")
 
 
+def test_hf_xet_reports_a_failed_write_by_its_os_error_number() -> None:
+    full = RuntimeError("Task error: IO Error: No space left on device (os error 28)")
+    found = retry.classify(full, through_xet=True)
+    assert (found.kind, found.errno, found.by_xet) == ("disk", 28, True)
+    assert retry.filesystem_errno(full) is None  # not a transfer through hf_xet: just a RuntimeError
+
+
 def test_a_runtime_error_elsewhere_is_not_taken_for_hf_xet() -> None:
-    assert retry.classify(RuntimeError("HTTP status server error (503 Service Unavailable)")).kind == "fatal"
+    text = "HTTP status server error (503 Service Unavailable)"
+    assert retry.classify(RuntimeError(text)).kind == "fatal"
+    # Only a plain RuntimeError is hf_xet's report, even in a transfer through it.
+    subclass = type("ClientClosed", (RuntimeError,), {})
+    assert retry.classify(subclass(text), through_xet=True).kind == "fatal"
+    assert retry.classify(http_error(status=503), through_xet=True).by_xet is False

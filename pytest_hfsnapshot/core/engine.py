@@ -35,14 +35,22 @@ from ..errors import (
     VerificationError,
 )
 from ..request import RequestKeywords, SnapshotRequest, is_commit
-from ..settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings, VerifyMode
+from ..settings import (
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_MAX_RATE_WAIT,
+    DEFAULT_RETRIES,
+    DEFAULT_VERIFY,
+    Settings,
+    VerifyMode,
+)
 from ..snapshot import Snapshot, Source
-from . import failures, gate, outage, pins, refusals, retry, space, state
+from . import error_builders, gate, outage, pins, refusals, retry, space, state
 from . import listing as listing_mod
+from ._hf_compat import xet_in_use
 from .credentials import token_set
-from .failures import cause as _cause
-from .failures import failed_file as _failed_file
-from .failures import hub as _hub
+from .error_builders import cause as _cause
+from .error_builders import failed_file as _failed_file
+from .error_builders import hub as _hub
 from .hashing import ArrivalHasher
 from .layout import RepoCache
 from .locking import RepoLock
@@ -62,7 +70,7 @@ def materialize(
     repo_id: str,
     *,
     cache_dir: str | os.PathLike[str] | None = None,
-    verify: VerifyMode = "size",
+    verify: VerifyMode = DEFAULT_VERIFY,
     retries: int = DEFAULT_RETRIES,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     offline: bool | None = None,
@@ -419,10 +427,12 @@ class _Engine:
         if kind.kind == "revision_not_found" and self.pin is not None and self.settings.pins is not None:
             # Every request asked for the pinned commit: that commit, not the branch, is what is gone.
             return pins.missing_commit(self.settings.pins, self.request, self.pin, _hub())
-        return failures.typed(self.request, error, kind, token_set=self._token_set(), cache_dir=self.repo.cache_dir)
+        return error_builders.typed(
+            self.request, error, kind, token_set=self._token_set(), cache_dir=self.repo.cache_dir
+        )
 
     def _disk(self, error: BaseException, number: int, still: list[ExpectedFile] | None = None) -> DiskError:
-        return failures.disk(
+        return error_builders.disk(
             self.request, error, number, cache_dir=self.repo.cache_dir, blobs=self.repo.blobs, still=still or ()
         )
 
@@ -435,7 +445,7 @@ class _Engine:
         return self._exhausted(error, kind, attempts, what, filename)
 
     def _unreachable(self, down: outage.Outage, what: str) -> TransientError:
-        return failures.unreachable(self.request, down, what)
+        return error_builders.unreachable(self.request, down, what)
 
     def _check_space(self, needed: list[ExpectedFile]) -> None:
         """Refuse, before the first byte, a download the cache's filesystem cannot take."""
@@ -450,11 +460,11 @@ class _Engine:
     def _exhausted(
         self, error: BaseException, kind: retry.Classification, attempts: int, what: str, filename: str | None
     ) -> TransientError:
-        return failures.gave_up(self.request, error, kind, attempts, what, filename)
+        return error_builders.gave_up(self.request, error, kind, attempts, what, filename)
 
     # --- listing ------------------------------------------------------------------------------
     def _listing(self, commit: str, *, network: bool) -> dict[str, ExpectedFile] | None:
-        raw = self.repo.read_tree_cache(commit)
+        raw = self.repo.read_listing_cache(commit)
         if raw is not None:
             try:
                 return listing_mod.parse(self.repo, raw)
@@ -469,7 +479,7 @@ class _Engine:
             retried=not retry.client_retries_listings(),
         )
         listing = listing_mod.parse(self.repo, raw)
-        self.repo.write_tree_cache(commit, raw)
+        self.repo.write_listing_cache(commit, raw)
         return listing
 
     # --- offline and unverified ---------------------------------------------------------------
@@ -483,7 +493,7 @@ class _Engine:
         return self._cached_only(commit, unverified=False)
 
     def _not_cached(self, message: str, *missing: str) -> OfflineMissingError:
-        return failures.not_cached(self.request, message, *missing)
+        return error_builders.not_cached(self.request, message, *missing)
 
     def _cached_only(self, commit: str, *, unverified: bool) -> Snapshot:
         """Serve what the cache holds for ``commit`` without any network, or say what is missing."""
@@ -564,6 +574,8 @@ class _Engine:
         adopted: dict[str, ExpectedFile] = {}
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         while True:
+            # How the files left go: what hf_xet reports is read as its own only when it carries some.
+            through_xet = xet_in_use() and any(f.xet for f in needed)
             failure: BaseException | None = None
             arrivals = ArrivalHasher(self.repo.blobs, needed)
             try:
@@ -608,7 +620,7 @@ class _Engine:
                     f"{len(still)} file(s) arrived with the wrong size or hash: "
                     + ", ".join(sorted(f.path for f in still)[:5])
                 )
-            kind = retry.classify(failure)
+            kind = retry.classify(failure, through_xet=through_xet)
             if kind.kind == "disk" and kind.errno is not None:
                 self.repair.remove_orphans()
                 raise self._disk(failure, kind.errno, still) from failure

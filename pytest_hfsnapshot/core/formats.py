@@ -6,9 +6,10 @@ from collections.abc import Iterable
 
 from ..request import SnapshotRequest
 
-#: One failed snapshot as the reports list it: its label, the error's type name, its message, and
-#: its ``cause`` (the repo-independent words some errors carry, e.g. one full disk), or None.
-Failure = tuple[str, str, str, str | None]
+#: One failed snapshot as a row of the reports (the summary, prefetch): its label, the error's type
+#: name, its message, and its ``cause`` (the repo-independent words some errors carry, e.g. one
+#: full disk), or None.
+FailureRow = tuple[str, str, str, str | None]
 
 
 def human_size(size: int) -> str:
@@ -38,7 +39,7 @@ def request_label(request: SnapshotRequest) -> str:
     return request.label + (f" [{'; '.join(narrowed)}]" if narrowed else "")
 
 
-def failure_groups(failures: Iterable[Failure]) -> list[tuple[str, str]]:
+def failure_groups(rows: Iterable[FailureRow]) -> list[tuple[str, str]]:
     """``(labels, "Type: text")`` per cause: one line for every snapshot one cause stopped (a full disk).
 
     A failure without a cause keeps a line of its own with its message's first line; failures of
@@ -46,7 +47,7 @@ def failure_groups(failures: Iterable[Failure]) -> list[tuple[str, str]]:
     prefetch refused as a whole), else the cause.
     """
     groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for label, kind, message, cause in failures:
+    for label, kind, message, cause in rows:
         first = (message.strip().splitlines() or [""])[0]
         groups.setdefault((kind, cause or f"{label}\0{first}"), []).append((label, first))
     lines = []
@@ -58,4 +59,4 @@ def failure_groups(failures: Iterable[Failure]) -> list[tuple[str, str]]:
     return lines
 
 
-__all__ = ["Failure", "count", "failure_groups", "human_size", "request_label"]
+__all__ = ["FailureRow", "count", "failure_groups", "human_size", "request_label"]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -42,7 +41,8 @@ from filelock import FileLock
 
 from ..errors import HfSnapshotError, RateLimitError
 from ..settings import DEFAULT_MAX_RATE_WAIT
-from .layout import atomic_write_json, own_dir, read_json
+from ._hf_compat import client_factory_in_place, client_factory_is
+from .layout import atomic_write_json, endpoint_file, endpoint_lock, gate_dir, read_json
 
 if TYPE_CHECKING:
     from .retry import Classification
@@ -53,19 +53,21 @@ log = logging.getLogger("pytest_hfsnapshot")
 _SAME_WINDOW = 1.5
 
 
-def endpoint_of(url: object) -> str:
-    """``scheme://host:port``, with ``/api`` appended for the Hub's API routes."""
+def origin_of(url: object) -> str:
+    """``scheme://host:port`` of a URL, as written in it (the one rule for an origin)."""
     text = str(url)
     slash = text.find("/", text.find("//") + 2) if "//" in text else -1
-    if slash < 0:
+    if slash < 0 or "?" in text[:slash] or "#" in text[:slash]:
         parts = urlsplit(text)
         return f"{parts.scheme}://{parts.netloc}"
-    return text[: slash + 4] if text.startswith("/api/", slash) else text[:slash]
+    return text[:slash]
 
 
-def gate_folder(cache_dir: str | os.PathLike[str], session: str) -> Path:
-    """Where the gate of ``session`` keeps its windows in ``cache_dir``."""
-    return own_dir(cache_dir) / "gate" / session
+def endpoint_of(url: object) -> str:
+    """The origin of a URL, with ``/api`` appended for the Hub's API routes (their quota is apart)."""
+    text = str(url)
+    origin = origin_of(text)
+    return origin + "/api" if text.startswith("/api/", len(origin)) else origin
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class Gate:
         cache = self._cache_dir()
         folder = self._folders.get(cache)
         if folder is None:
-            folder = self._folders[cache] = gate_folder(cache, self.session)
+            folder = self._folders[cache] = gate_dir(cache, self.session)
         return folder
 
     # --- the hooks ------------------------------------------------------------------------------
@@ -113,7 +115,7 @@ class Gate:
         folder = self._folder()
         path = self._paths.get((folder, endpoint))
         if path is None:
-            path = self._paths[(folder, endpoint)] = os.path.join(folder, _file_name(endpoint))
+            path = self._paths[(folder, endpoint)] = str(endpoint_file(folder, endpoint))
         while True:
             try:
                 st = os.stat(path)
@@ -156,10 +158,10 @@ class Gate:
         now = time.time()
         until = now + reset
         folder = self._folder()
-        path = folder / _file_name(endpoint)
+        path = endpoint_file(folder, endpoint)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(path) + ".lock", is_singleton=False):
+            with FileLock(str(endpoint_lock(path)), is_singleton=False):
                 data = read_json(path)
                 data = data if isinstance(data, dict) else {}
                 if float(data.get("until", 0.0)) >= until - _SAME_WINDOW:
@@ -267,10 +269,8 @@ def acquire(make: Callable[[], Gate]) -> Gate:
     with _install_lock:
         if _installed is None:
             import huggingface_hub
-            from huggingface_hub.utils import _http
 
-            # huggingface_hub has no getter for the factory in place: read it here, the one place.
-            previous = getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory)
+            previous = client_factory_in_place()
             gate = make()
             factory = gate.client_factory(previous)
             huggingface_hub.set_client_factory(factory)
@@ -291,9 +291,8 @@ def release(gate: Gate) -> bool:
             return False
         _installed = None
         import huggingface_hub
-        from huggingface_hub.utils import _http
 
-        if getattr(_http, "_GLOBAL_CLIENT_FACTORY", None) is current.factory:
+        if client_factory_is(current.factory):
             huggingface_hub.set_client_factory(current.previous)  # also closes the gated client
         return True
 
@@ -322,10 +321,6 @@ def holds(kind: Classification) -> bool:
     return kind.status == 429 and kind.retry_after is not None and active() is not None
 
 
-def _file_name(endpoint: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]+", "_", endpoint) + ".json"
-
-
 def _policy(headers: Any) -> str | None:
     """The Hub's quota in words, from ``RateLimit-Policy`` (``"fixed window";"api";q=500;w=300``)."""
     from huggingface_hub import utils as hf_utils
@@ -344,8 +339,8 @@ __all__ = [
     "active",
     "endpoint_of",
     "for_call",
-    "gate_folder",
     "holds",
+    "origin_of",
     "release",
     "remove",
     "waited",

@@ -18,11 +18,14 @@ Our own state lives under ``{cache}/.locks/hfsnapshot/``, the one folder of the 
 huggingface_hub's cache tools (``scan_cache_dir``, ``hf cache ls/rm/prune``) skip and never
 delete from, so no lock file of ours is removed while it can be held::
 
-    locks/{repo folder}.lock             our per-repo lock (never deleted)
+    locks/{repo folder}.lock             our per-repo lock (never deleted), with .softlock and
+                                         .holder.json beside it, and .flock-probe
     records/{repo folder}/...            completeness records
     resolutions/{session}/...            branch resolutions shared by one test session
     refusals/{repo folder}.json          the Hub's last refusal of the repo (auth)
-    outcomes/{session}/...               failures shared by the workers of one test session
+    outcomes/{session}/<key>.json        the failure memory shared by the workers of one test session
+    gate/{session}/<endpoint>.json       rate-limit windows of one session (``gate``), each with a .lock
+    outages/{session}/<endpoint>.json    endpoints one session found unreachable (``outage``)
 
 A record only says that a snapshot was verified: every use re-checks the files it names, so a
 repo removed by ``hf cache rm`` or a prune leaves nothing that the next run would trust.
@@ -41,13 +44,19 @@ from typing import Any
 
 from ..errors import UnsafeCacheError
 from ..request import is_commit
+from ._hf_compat import client_listing_cache
 
 #: Our state folder, relative to the cache root (see the module docstring).
 OWN_DIR = os.path.join(".locks", "hfsnapshot")
 #: The shared blob store's folder in the cache root (huggingface_hub's ``SHARED_BLOBS_DIR_NAME``).
 STORE_DIR = "blobs"
 XET_HASH_RE = re.compile(r"[0-9a-f]{64}")
+# What a file name of ours keeps of an endpoint URL: the rest becomes "_".
+_UNSAFE_IN_NAME_RE = re.compile(r"[^A-Za-z0-9.-]+")
 INCOMPLETE_RE = re.compile(r"^(?P<etag>[^.]+)(?:\.[0-9a-f]{8})?\.incomplete$")
+#: ``format_version`` of ``trees/<commit>.json`` in huggingface_hub 1.33 to 2.4 (used only where the
+#: client's own tree-cache code cannot be reached).
+TREE_CACHE_FORMAT = 1
 #: The mode of the refs and JSON files we write (what ``tempfile.mkstemp`` gave them from the start).
 PRIVATE_MODE = 0o600
 
@@ -63,6 +72,36 @@ def repo_folder_name(repo_id: str, repo_type: str) -> str:
 def own_dir(cache_dir: str | os.PathLike[str]) -> Path:
     """Our state folder in ``cache_dir`` (see the module docstring)."""
     return Path(cache_dir) / OWN_DIR
+
+
+def flock_probe(folder: str | os.PathLike[str]) -> Path:
+    """The file locked once to learn whether ``flock`` works in ``folder`` (kept: never delete a lock file)."""
+    return Path(folder) / ".flock-probe"
+
+
+def failure_memory_file(cache_dir: str | os.PathLike[str], session: str, key: str) -> Path:
+    """Where the failure of one request (``key``) is kept for the other processes of ``session``."""
+    return own_dir(cache_dir) / "outcomes" / session / f"{key}.json"
+
+
+def gate_dir(cache_dir: str | os.PathLike[str], session: str) -> Path:
+    """Where the rate-limit gate of ``session`` keeps its windows, one :func:`endpoint_file` each."""
+    return own_dir(cache_dir) / "gate" / session
+
+
+def outage_dir(cache_dir: str | os.PathLike[str], session: str) -> Path:
+    """Where ``session`` writes down the endpoints it found unreachable, one :func:`endpoint_file` each."""
+    return own_dir(cache_dir) / "outages" / session
+
+
+def endpoint_file(folder: str | os.PathLike[str], endpoint: str) -> Path:
+    """The file of ``endpoint`` (``http://host:port[/api]``) in a session's gate or outage folder."""
+    return Path(folder) / (_UNSAFE_IN_NAME_RE.sub("_", endpoint) + ".json")
+
+
+def endpoint_lock(path: Path) -> Path:
+    """The lock held while an :func:`endpoint_file` is read and rewritten (kept: never delete a lock file)."""
+    return path.with_name(f"{path.name}.lock")
 
 
 def store_file(cache_dir: str | os.PathLike[str], xet_hash: str) -> Path:
@@ -133,7 +172,7 @@ class RepoCache:
         The manifest lists, one per line relative to the cache, the repo links to the entry; the
         client appends a line before it makes a link and reads them when it collects garbage.
         """
-        manifest = store.with_name(f"{store.name}.refs")
+        manifest = self.store_manifest(store)
         try:
             if manifest.is_symlink():
                 return False
@@ -147,6 +186,10 @@ class RepoCache:
         # The client's mode: every user of a shared cache appends to it.
         atomic_write_text(manifest, "".join(f"{line}\n" for line in kept), mode=0o666)
         return True
+
+    def store_manifest(self, store: Path) -> Path:
+        """``<xet hash>.refs`` beside a shared-store entry: the repo links to it, one a line."""
+        return store.with_name(f"{store.name}.refs")
 
     def store_lock(self, store: Path) -> Path:
         """huggingface_hub's lock of one shared-store entry (held while it publishes, links or collects it)."""
@@ -180,36 +223,34 @@ class RepoCache:
         atomic_write_text(path, commit, mode=PRIVATE_MODE)
         return True
 
-    def read_tree_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
+    def read_listing_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
         """The client's cached listing ``trees/<commit>.json``, entries in its JSON form, or None.
 
-        Read through huggingface_hub's own tree-cache code where it has one (1.x releases before
-        it wrote the same format, which only we used), after refusing a planted link.
+        Read through huggingface_hub's own tree-cache code (see :mod:`._hf_compat`), after refusing a
+        planted link; on a release without it, in the format huggingface_hub 1.33 to 2.4 write.
         """
         path = self.tree_cache(commit)
         if path.is_symlink() or not is_within(path.parent, self.root):
             return None
-        tree_cache = _client_tree_cache()
-        if tree_cache is None:
-            data = read_json(path)
-            if not isinstance(data, dict) or data.get("format_version") != 1:
-                return None
-            files = data.get("files")
-            return files if isinstance(files, dict) else None
-        entries = tree_cache.read_tree_cache(str(self.root), commit)
-        return None if entries is None else {p: e.to_json() for p, e in entries.items()}
+        client = client_listing_cache()
+        if client is not None:
+            return client.read(self.root, commit)
+        data = read_json(path)
+        if not isinstance(data, dict) or data.get("format_version") != TREE_CACHE_FORMAT:
+            return None
+        files = data.get("files")
+        return files if isinstance(files, dict) else None
 
-    def write_tree_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
+    def write_listing_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
         """Store a listing where and as the client keeps it (``xet_hash`` included), so that it
         neither lists the tree again nor sends a HEAD per Xet file."""
         self.make_folders(self.tree_cache(commit).parent)
-        tree_cache = _client_tree_cache()
-        if tree_cache is None:
-            payload = {"format_version": 1, "files": files}
-            atomic_write_json(self.tree_cache(commit), payload, root=self.cache_dir, repo_id=self.repo_id)
+        client = client_listing_cache()
+        if client is not None:
+            client.write(self.root, commit, files)
             return
-        entries = {p: tree_cache.TreeCacheEntry.from_json(info) for p, info in files.items()}
-        tree_cache.write_tree_cache(str(self.root), commit, entries)
+        payload = {"format_version": TREE_CACHE_FORMAT, "files": files}
+        atomic_write_json(self.tree_cache(commit), payload, root=self.cache_dir, repo_id=self.repo_id)
 
     def require_inside(self, path: Path) -> None:
         """Refuse to write or delete through a folder that resolves outside the repo's cache folder."""
@@ -283,15 +324,6 @@ class RepoCache:
                 repo_id=self.repo_id,
             )
         return relpath
-
-
-def _client_tree_cache() -> Any:
-    """huggingface_hub's tree-cache module, or None on releases without one (imported when first needed)."""
-    try:
-        from huggingface_hub import _tree_cache
-    except ImportError:
-        return None
-    return _tree_cache
 
 
 def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:

@@ -2,7 +2,8 @@
 selection a request makes of it.
 
 The raw form (``{path: {"size", "blob_id", "lfs_sha256", "lfs_size", "xet_hash"}}``) is what the
-cache keeps through huggingface_hub's own tree cache (:meth:`~pytest_hfsnapshot.cache.RepoCache.read_tree_cache`).
+cache keeps through huggingface_hub's own tree cache
+(:meth:`~pytest_hfsnapshot.core.layout.RepoCache.read_listing_cache`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One cross-process lock per (repo_type, repo_id), in the cache's own ``.hfsnapshot/locks`` folder.
+"""One cross-process lock per (repo_type, repo_id), in our own ``locks`` folder of the cache (see ``layout``).
 
 Every process that shares the cache (xdist workers, parallel CI jobs, other users of the
 host) takes the same lock, so one snapshot is materialized by one process at a time while
@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 from filelock import BaseFileLock, FileLock, SoftFileLock, Timeout
 
 from ..errors import InvalidRequestError, LockTimeoutError
-from .layout import RepoCache
+from .layout import RepoCache, flock_probe
 from .state import read_holder, write_holder
 
 log = logging.getLogger("pytest_hfsnapshot")
@@ -52,7 +52,7 @@ def flock_works(folder: Path) -> bool:
         except ImportError:  # Windows: filelock uses msvcrt locking, which the kernel also frees
             _flock_support[key] = True
             return True
-        probe = folder / ".flock-probe"
+        probe = flock_probe(folder)
         fd = os.open(probe, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o664)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

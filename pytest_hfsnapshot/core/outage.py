@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from ..errors import HfSnapshotError
-from .layout import atomic_write_json, own_dir, read_json
+from .layout import atomic_write_json, endpoint_file, outage_dir, read_json
 
 #: Seconds an outage is believed before the Hub is asked again.
 RECHECK_AFTER = 30.0
@@ -37,17 +35,6 @@ class Outage:
 
     def age(self) -> float:
         return max(0.0, time.time() - self.since)
-
-
-def origin_of(url: object) -> str:
-    """``scheme://host:port`` of a URL."""
-    parts = urlsplit(str(url))
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-def folder(cache_dir: str | os.PathLike[str], session: str) -> Path:
-    """Where the outages of ``session`` are written down in ``cache_dir``."""
-    return own_dir(cache_dir) / "outages" / session
 
 
 def known(cache_dir: str | os.PathLike[str], session: str | None, endpoint: str) -> Outage | None:
@@ -82,7 +69,7 @@ def endpoints(cache_dir: str | os.PathLike[str], session: str) -> list[str]:
     """Every endpoint the session found unreachable at some point (for the summary)."""
     out: set[str] = set()
     with contextlib.suppress(OSError):
-        for entry in os.scandir(folder(cache_dir, session)):
+        for entry in os.scandir(outage_dir(cache_dir, session)):
             outage = _read(Path(entry.path))
             if outage is not None:
                 out.add(outage.endpoint)
@@ -91,11 +78,11 @@ def endpoints(cache_dir: str | os.PathLike[str], session: str) -> list[str]:
 
 def remove(cache_dir: str | os.PathLike[str], session: str) -> None:
     """Delete the session's outage folder (the controller, at the end)."""
-    shutil.rmtree(folder(cache_dir, session), ignore_errors=True)
+    shutil.rmtree(outage_dir(cache_dir, session), ignore_errors=True)
 
 
 def _path(cache_dir: str | os.PathLike[str], session: str, endpoint: str) -> Path:
-    return folder(cache_dir, session) / (re.sub(r"[^A-Za-z0-9.-]+", "_", endpoint) + ".json")
+    return endpoint_file(outage_dir(cache_dir, session), endpoint)
 
 
 def _read(path: Path) -> Outage | None:
@@ -108,4 +95,4 @@ def _read(path: Path) -> Outage | None:
         return None
 
 
-__all__ = ["RECHECK_AFTER", "Outage", "endpoints", "folder", "forget", "known", "origin_of", "remember", "remove"]
+__all__ = ["RECHECK_AFTER", "Outage", "endpoints", "forget", "known", "remember", "remove"]

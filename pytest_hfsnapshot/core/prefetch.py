@@ -60,11 +60,11 @@ from huggingface_hub.utils.tqdm import are_progress_bars_disabled, disable_progr
 
 from ..errors import AuthError, DiskError
 from ..request import SnapshotRequest
-from ..settings import AuthAction
+from ..settings import DEFAULT_AUTH_ACTION, AuthAction
 from ..snapshot import Snapshot
 from . import space
 from .credentials import token_set
-from .formats import Failure, count, failure_groups, human_size, request_label
+from .formats import FailureRow, count, failure_groups, human_size, request_label
 from .refusals import auth_message, skips
 from .specs import parse_spec
 
@@ -109,7 +109,7 @@ class PrefetchResult:
         declared ``private=True`` (a typo must never turn a run green) and a rejected token included."""
         return [r for r in self.results if r.error is not None and not _skipped_refusal(r)]
 
-    def ok(self, on_auth_error: AuthAction = "skip") -> bool:
+    def ok(self, on_auth_error: AuthAction = DEFAULT_AUTH_ACTION) -> bool:
         """True when nothing failed, refusals counting only when their tests will fail."""
         return not self.failed and not (on_auth_error == "fail" and self.refused)
 
@@ -298,8 +298,8 @@ def progress_line(position: int, total: int, result: RequestResult) -> str:
     return f"{head} FAILED ({type(result.error).__name__})"
 
 
-def failure_of(result: RequestResult) -> Failure:
-    """A failed request as :func:`~pytest_hfsnapshot.formats.failure_groups` takes it."""
+def failure_row(result: RequestResult) -> FailureRow:
+    """A failed request as a row of the report (:func:`~pytest_hfsnapshot.core.formats.failure_groups`)."""
     error = result.error
     cause = getattr(error, "cause", None)
     return (request_label(result.request), type(error).__name__, str(error), cause if isinstance(cause, str) else None)
@@ -308,7 +308,7 @@ def failure_of(result: RequestResult) -> Failure:
 _WILL: dict[AuthAction, str] = {"skip": "will be skipped", "xfail": "will be xfailed", "fail": "will fail"}
 
 
-def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = "skip") -> list[str]:
+def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = DEFAULT_AUTH_ACTION) -> list[str]:
     """What to print once the prefetch is done: the failure table, the refusals, a closing line."""
     lines: list[str] = []
     total = len(result.results)
@@ -316,7 +316,7 @@ def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = "skip") 
     if result.failed:
         lines.append(f"hfsnapshot: {len(result.failed)} of {count(total, 'snapshot')} could not be made ready:")
         # One line per cause: a full disk reads once, however many snapshots it stopped.
-        for labels, text in failure_groups(failure_of(failed) for failed in result.failed):
+        for labels, text in failure_groups(failure_row(failed) for failed in result.failed):
             lines.append(f"  {labels.ljust(width)}  {text}")
     if result.refused:
         has_token = token_set()
@@ -352,7 +352,7 @@ __all__ = [
     "Display",
     "PrefetchResult",
     "RequestResult",
-    "failure_of",
+    "failure_row",
     "fit",
     "parse_spec",
     "prefetch",

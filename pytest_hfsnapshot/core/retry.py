@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from huggingface_hub import errors as hf_errors
 
+from ._hf_compat import hub_major
+
 Kind = Literal["auth", "revision_not_found", "entry_not_found", "transient", "disk", "fatal"]
 
 _TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -93,6 +95,8 @@ class Classification:
     client_retried: bool = False
     #: For disk: the filesystem's error number (ENOSPC, EROFS, EACCES, ...).
     errno: int | None = None
+    #: The decisive exception is hf_xet's report of a transfer it made (see :func:`xet_report`).
+    by_xet: bool = False
 
 
 def chain(error: BaseException) -> Iterator[BaseException]:
@@ -165,8 +169,12 @@ def _is_transport(error: BaseException) -> bool:
     )
 
 
-def classify(error: BaseException) -> Classification:
-    """Classify a failure by the most telling exception anywhere in its chain."""
+def classify(error: BaseException, *, through_xet: bool = False) -> Classification:
+    """Classify a failure by the most telling exception anywhere in its chain.
+
+    ``through_xet``: the failed call transferred files through hf_xet (the caller knows: files the
+    listing gives a Xet hash, with Xet in use), so hf_xet's reports in the chain are read as such.
+    """
     links = list(chain(error))
     for link in links:
         if isinstance(link, hf_errors.GatedRepoError):
@@ -195,16 +203,16 @@ def classify(error: BaseException) -> Classification:
         if status is not None and 400 <= status < 500:
             return Classification("fatal", status=status, decisive=link)
     for link in links:
-        number = filesystem_errno(link)
+        number = filesystem_errno(link, through_xet=through_xet)
         if number is not None:
-            return Classification("disk", decisive=link, errno=number)
+            return Classification("disk", decisive=link, errno=number, by_xet=xet_report(link, through_xet))
     for link in links:
-        if is_xet_transfer(link):
+        if xet_report(link, through_xet):
             # hf_xet has retried it with its own backoff (6 tries, minutes for a 5xx) before raising.
             status = _xet_status(link)
             if status is None or status in _TRANSIENT_STATUS or status >= 500:
-                return Classification("transient", status=status, decisive=link, client_retried=True)
-            return Classification("fatal", status=status, decisive=link)
+                return Classification("transient", status=status, decisive=link, client_retried=True, by_xet=True)
+            return Classification("fatal", status=status, decisive=link, by_xet=True)
     for link in links:
         if _is_transport(link):
             return Classification(
@@ -219,12 +227,13 @@ def classify(error: BaseException) -> Classification:
     return Classification("fatal", decisive=links[-1] if links else error)
 
 
-def filesystem_errno(error: BaseException) -> int | None:
+def filesystem_errno(error: BaseException, *, through_xet: bool = False) -> int | None:
     """The error number of a filesystem failure (ENOSPC, EDQUOT, EROFS, EACCES, EMFILE, ...), else None.
 
     Any OSError with an errno counts, except the network's (a socket's reset, refusal or
-    timeout), and so does hf_xet's report of a failed write, a RuntimeError whose text ends in
-    ``(os error N)``. Not transient: a full or read-only disk stays so until someone acts.
+    timeout), and so does hf_xet's report of a failed write (``through_xet``: see :func:`classify`),
+    a RuntimeError whose text ends in ``(os error N)``. Not transient: a full or read-only disk
+    stays so until someone acts.
     """
     if isinstance(error, OSError):
         number = error.errno
@@ -234,7 +243,7 @@ def filesystem_errno(error: BaseException) -> int | None:
             or _is_transport(error)
         ):
             return None
-    elif is_xet_transfer(error):
+    elif xet_report(error, through_xet):
         match = _XET_OS_ERROR_RE.search(str(error))
         if match is None:
             return None
@@ -244,17 +253,10 @@ def filesystem_errno(error: BaseException) -> int | None:
     return None if number in _NETWORK_ERRNOS else number
 
 
-def is_xet_transfer(error: BaseException | None) -> bool:
-    """A failure raised by hf_xet while huggingface_hub's ``xet_get`` was downloading a file."""
-    if error is None or type(error) is not RuntimeError:
-        return False
-    tb = error.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_name == "xet_get" and "huggingface_hub" in code.co_filename:
-            return True
-        tb = tb.tb_next
-    return False
+def xet_report(error: BaseException | None, through_xet: bool) -> bool:
+    """Whether ``error`` is hf_xet's report of a failed transfer: a plain RuntimeError (hf_xet raises
+    no type of its own) met while the call transferred files through hf_xet."""
+    return through_xet and error is not None and type(error) is RuntimeError
 
 
 def _xet_status(error: BaseException) -> int | None:
@@ -343,6 +345,4 @@ def client_retries_listings() -> bool:
 
     Where the client already retries, wrapping the listing in our retries would multiply the two.
     """
-    import huggingface_hub
-
-    return int(huggingface_hub.__version__.split(".", 1)[0]) >= 2
+    return hub_major() >= 2

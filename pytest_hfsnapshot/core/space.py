@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..errors import DiskError
 from . import retry
+from ._hf_compat import has_shared_blob, shared_store_enabled
 from .formats import count, human_size
 from .layout import RepoCache
 from .verify import ExpectedFile
@@ -101,7 +102,7 @@ class Shortfall:
 
 def need(repo: RepoCache, label: str, files: Iterable[ExpectedFile]) -> Need:
     """The blobs ``files`` (those not usable as cached) will make the client write, each once."""
-    store = _store_in_use()
+    store = shared_store_enabled()
     blobs: dict[str, Blob] = {}
     for f in files:
         if _on_disk(repo, f, store=store):
@@ -208,30 +209,12 @@ def filesystem_error(
     )
 
 
-# huggingface_hub's functions that write one file of a download, and their argument naming it.
-_WRITERS = frozenset({"_download_to_tmp_and_move", "hf_hub_download", "_hf_hub_download_to_cache_dir"})
+def written_path(error: BaseException) -> tuple[str | None, str | None]:
+    """The file name and the folder an OSError in ``error``'s chain names (one of our own writes), else Nones.
 
-
-def written_file(error: BaseException) -> tuple[str | None, str | None]:
-    """The file (repo path) and the folder a failed write was for.
-
-    Read from the failing call's frames in the client (its ``filename`` and ``destination_path``
-    arguments); for one of our own writes, from the OSError itself.
+    A download's failed write names no file of the repo: the engine knows which files it was
+    fetching, and says those instead.
     """
-    for link in retry.chain(error):
-        tb = link.__traceback__
-        found: tuple[str | None, str | None] = (None, None)
-        while tb is not None:
-            code, names = tb.tb_frame.f_code, tb.tb_frame.f_locals
-            if code.co_name in _WRITERS and "huggingface_hub" in code.co_filename:
-                filename = names.get("filename")
-                destination = names.get("destination_path")
-                if isinstance(filename, str):
-                    folder = os.path.dirname(os.fspath(destination)) if isinstance(destination, Path) else found[1]
-                    found = (filename, folder)
-            tb = tb.tb_next
-        if found[0] is not None:
-            return found
     for link in retry.chain(error):
         if isinstance(link, OSError) and isinstance(link.filename, str) and link.filename:
             return os.path.basename(link.filename), os.path.dirname(link.filename)
@@ -275,25 +258,12 @@ def _on_disk(repo: RepoCache, f: ExpectedFile, *, store: bool) -> bool:
             return True  # the client only links it
     except OSError:
         pass
-    return store and bool(f.xet) and _in_store(repo.cache_dir, f)
-
-
-def _store_in_use() -> bool:
-    """Whether the client keeps Xet downloads in the shared blob store (huggingface_hub >= 1.33)."""
-    try:
-        from huggingface_hub.utils._shared_blobs import shared_blobs_enabled
-    except ImportError:
-        return False
-    return bool(shared_blobs_enabled())
+    return store and _in_store(repo.cache_dir, f)
 
 
 def _in_store(cache_dir: Path, f: ExpectedFile) -> bool:
     """A usable store file for ``f``, by the client's own test (it links such a file without reading it)."""
-    try:
-        from huggingface_hub.utils._shared_blobs import has_shared_blob
-    except ImportError:
-        return False
-    return bool(has_shared_blob(xet_hash=f.xet, cache_dir=cache_dir, expected_size=f.size))
+    return bool(f.xet) and has_shared_blob(cache_dir, f.xet, f.size)
 
 
 __all__ = [
@@ -309,5 +279,5 @@ __all__ = [
     "need",
     "not_enough_space",
     "shortfall",
-    "written_file",
+    "written_path",
 ]

@@ -1,4 +1,4 @@
-"""Snapshots written as text or keywords: ``org/name[@revision]`` and JSON specs, and a declaration's keywords.
+"""Snapshots written as text: ``org/name[@revision]`` and JSON specs.
 
 Used by the ini option ``hf_prefetch``, ``pytest-hfsnapshot prefetch --repo`` and the
 ``hf_snapshot`` marker.
@@ -6,14 +6,13 @@ Used by the ini option ``hf_prefetch``, ``pytest-hfsnapshot prefetch --repo`` an
 
 from __future__ import annotations
 
-import inspect
 import json
 
 from ..errors import InvalidRequestError
-from ..request import SnapshotRequest, repo_type_of_prefix
+from ..request import KEYWORDS, SnapshotRequest, repo_type_of_prefix
 
-#: The keywords a declaration takes (marker, JSON spec): exactly those of ``SnapshotRequest.build``.
-REQUEST_KEYWORDS: tuple[str, ...] = tuple(inspect.signature(SnapshotRequest.build).parameters)
+#: The keys of a JSON spec: the repo id and the keywords of every declaration form.
+SPEC_KEYS: tuple[str, ...] = ("repo_id", *KEYWORDS)
 
 
 def parse_spec(text: str) -> SnapshotRequest:
@@ -24,9 +23,9 @@ def parse_spec(text: str) -> SnapshotRequest:
             spec = json.loads(text)
         except ValueError as error:
             raise InvalidRequestError(f"not valid JSON ({error}): {text}") from None
-        unknown = sorted(set(spec) - set(REQUEST_KEYWORDS))
+        unknown = sorted(set(spec) - set(SPEC_KEYS))
         if unknown:
-            raise InvalidRequestError(f"unknown key(s) {', '.join(unknown)}; use {', '.join(REQUEST_KEYWORDS)}: {text}")
+            raise InvalidRequestError(f"unknown key(s) {', '.join(unknown)}; use {', '.join(SPEC_KEYS)}: {text}")
         if "repo_id" not in spec:
             raise InvalidRequestError(f"a repo_id is required: {text}")
         return SnapshotRequest.build(spec.pop("repo_id"), **spec)
@@ -38,4 +37,4 @@ def parse_spec(text: str) -> SnapshotRequest:
     return SnapshotRequest.build(repo_id, revision=revision if at else "main", repo_type=repo_type)
 
 
-__all__ = ["REQUEST_KEYWORDS", "parse_spec"]
+__all__ = ["SPEC_KEYS", "parse_spec"]

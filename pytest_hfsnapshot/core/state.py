@@ -6,7 +6,7 @@
 - **refusals**: why the Hub last refused a repo, for the offline runs that follow
   (``refusals/<repo>.json``);
 - **failure memory**: a failed request's verdict, shared by the processes of one test session
-  (``outcomes/<session>/<key>.json``, :class:`SharedFailures`);
+  (``outcomes/<session>/<key>.json``, :class:`FailureMemory`);
 - **lock holder**: who holds a repo's lock (``locks/<repo>.holder.json``, :func:`write_holder`).
 
 The paths are :mod:`pytest_hfsnapshot.core.layout`'s; every write is atomic. Reading a file that is
@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import HfSnapshotError
 from ..request import SnapshotRequest, is_commit
-from .layout import RepoCache, atomic_write_json, own_dir, read_json
+from .layout import RepoCache, atomic_write_json, failure_memory_file, read_json
 from .verify import ExpectedFile
 
 #: The format of verification records; a record of another format is ignored (one verification pass).
@@ -163,7 +163,7 @@ def forget_refusal(repo: RepoCache) -> None:
 # --- failure memory -----------------------------------------------------------------------------
 
 
-class SharedFailures:
+class FailureMemory:
     """Failures shared by the processes of one test session, so each failing request is asked of the Hub once.
 
     A failure is a small JSON object in a file of the cache's own folder, one folder per session.
@@ -200,7 +200,7 @@ class SharedFailures:
             shutil.rmtree(folder, ignore_errors=True)
 
     def _path(self, cache_dir: Path, key: str) -> Path:
-        return own_dir(cache_dir) / "outcomes" / self.session_id / f"{key}.json"
+        return failure_memory_file(cache_dir, self.session_id, key)
 
 
 # --- lock holder --------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def read_holder(repo: RepoCache) -> dict[str, Any]:
 __all__ = [
     "RECORD_VERSION",
     "SESSION_MAX_AGE",
-    "SharedFailures",
+    "FailureMemory",
     "forget_refusal",
     "read_holder",
     "read_record",

@@ -7,7 +7,6 @@ declaring file, a marker at collection (its test becomes a collector that errors
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -15,7 +14,7 @@ import pytest
 
 from ..core.credentials import hub_token
 from ..errors import InvalidRequestError
-from ..request import RequestKeywords, SnapshotRequest
+from ..request import RequestKeywords, SnapshotRequest, keywords_signature
 from ..snapshot import Snapshot
 from .session import state_of
 
@@ -25,8 +24,7 @@ if TYPE_CHECKING:
 NO_TOKEN_REASON = "needs a Hugging Face Hub token: set HF_TOKEN (or run `hf auth login`)"
 #: The markers' lines for ``config.addinivalue_line("markers", ...)``.
 MARKERS = (
-    "hf_snapshot(repo_id, revision='main', allow_patterns=None, ignore_patterns=None, "
-    "repo_type='model', metadata_only=False, private=False): the test needs this Hugging Face Hub snapshot "
+    f"hf_snapshot(repo_id, {keywords_signature()}): the test needs this Hugging Face Hub snapshot "
     "(private=True: skip, not fail, when the Hub does not show the repo to the token in use); "
     "the hf_snapshot fixture gives it.",
     "hf_requires_token: skip the test when no Hugging Face Hub token is configured (HF_TOKEN).",
@@ -38,28 +36,25 @@ _REQUEST_ATTR = "hfsnapshot_request"
 def snapshot_fixture(repo_id: str, **keywords: Unpack[RequestKeywords]) -> Callable[..., Snapshot]:
     """Declare a session-scoped fixture giving a verified :class:`~pytest_hfsnapshot.Snapshot`.
 
-    Keywords, as for every declaration form (see :meth:`~pytest_hfsnapshot.request.SnapshotRequest.build`):
-    ``revision="main"``, ``allow_patterns=None``, ``ignore_patterns=None``, ``repo_type="model"``,
-    ``metadata_only=False``, ``private=False``.
+    Keywords, as for every declaration form: :class:`~pytest_hfsnapshot.request.RequestKeywords`
+    (``revision="main"``, patterns, ``repo_type``, ``metadata_only``, ``private``; see
+    :meth:`~pytest_hfsnapshot.request.SnapshotRequest.build`).
 
     The fixture is named after the variable it is assigned to (``tiny_bert = snapshot_fixture(...)``
     in a conftest defines ``tiny_bert``). The declaration is validated right away: a bad repo id,
-    revision, repo type, pattern or keyword fails the import of the declaring file, naming its line.
+    revision, repo type, pattern or keyword fails the import of the declaring file, whose
+    traceback ends at the declaring line.
     """
-    __tracebackhide__ = True  # the error names the declaring line; our frame adds nothing
-    caller = sys._getframe(1)
-    where = f"{caller.f_code.co_filename}:{caller.f_lineno}"
+    __tracebackhide__ = True  # pytest's traceback then ends at the declaring line
     try:
         request = SnapshotRequest.from_keywords(repo_id, keywords, form="snapshot_fixture")
     except InvalidRequestError as error:
-        raise InvalidRequestError(
-            f"invalid snapshot_fixture(...) declared at {where}: {error}", repo_id=error.repo_id
-        ) from None
+        raise InvalidRequestError(f"invalid snapshot_fixture(...): {error}", repo_id=error.repo_id) from None
 
     def hf_snapshot_fixture(pytestconfig: pytest.Config) -> Snapshot:
         return state_of(pytestconfig).provide(request)
 
-    hf_snapshot_fixture.__doc__ = f"Snapshot of {request.label} (snapshot_fixture declared at {where})."
+    hf_snapshot_fixture.__doc__ = f"Snapshot of {request.label} (declared with snapshot_fixture)."
     setattr(hf_snapshot_fixture, _REQUEST_ATTR, request)
     fixture = pytest.fixture(scope="session")(hf_snapshot_fixture)
     setattr(fixture, _REQUEST_ATTR, request)

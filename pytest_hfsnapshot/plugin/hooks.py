@@ -80,7 +80,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         state.remove_gate()
     if state is not None and state.worker is None:
-        state.failures.remove()
+        state.failure_memory.remove()
         outage.remove(state.options.effective_cache_dir(), state.session_id)
 
 

@@ -14,7 +14,12 @@ from huggingface_hub import constants as hf_constants
 from ..core.offline import env_offline
 from ..settings import (
     AUTH_ACTIONS,
+    DEFAULT_AUTH_ACTION,
+    DEFAULT_LOCK_TIMEOUT,
     DEFAULT_MAX_RATE_WAIT,
+    DEFAULT_MISSING_ACTION,
+    DEFAULT_RETRIES,
+    DEFAULT_VERIFY,
     MISSING_ACTIONS,
     VERIFY_MODES,
     AuthAction,
@@ -87,16 +92,17 @@ def add_options(parser: pytest.Parser) -> None:
     add("--hf-offline", "make no network request; use only what is cached", "bool", False, action="store_true")
     add(
         "--hf-on-auth-error",
-        "what a test needing a gated, private or unauthorized repo does: skip (default), xfail or fail",
+        "what a test needing a gated, private or unauthorized repo does: "
+        + _choices(AUTH_ACTIONS, DEFAULT_AUTH_ACTION),
         "string",
-        "skip",
+        DEFAULT_AUTH_ACTION,
         metavar="{" + ",".join(AUTH_ACTIONS) + "}",
     )
     add(
         "--hf-on-missing",
-        "offline and not fully cached: fail (default) or skip",
+        "offline and not fully cached: " + _choices(MISSING_ACTIONS, DEFAULT_MISSING_ACTION),
         "string",
-        "fail",
+        DEFAULT_MISSING_ACTION,
         metavar="{" + ",".join(MISSING_ACTIONS) + "}",
     )
     add(
@@ -106,19 +112,25 @@ def add_options(parser: pytest.Parser) -> None:
         False,
         action="store_true",
     )
-    add("--hf-retries", "retries for transient Hub errors (default 5)", "string", "5", metavar="N")
+    add(
+        "--hf-retries",
+        f"retries for transient Hub errors (default {DEFAULT_RETRIES})",
+        "string",
+        str(DEFAULT_RETRIES),
+        metavar="N",
+    )
     add(
         "--hf-lock-timeout",
-        "seconds to wait for another process holding a repo lock (default 900)",
+        f"seconds to wait for another process holding a repo lock (default {DEFAULT_LOCK_TIMEOUT:g})",
         "string",
-        "900",
+        f"{DEFAULT_LOCK_TIMEOUT:g}",
         metavar="SECONDS",
     )
     add(
         "--hf-verify",
-        "how cached files are re-checked: size (default) or sha256",
+        "how cached files are re-checked: " + _choices(VERIFY_MODES, DEFAULT_VERIFY),
         "string",
-        "size",
+        DEFAULT_VERIFY,
         metavar="{" + ",".join(VERIFY_MODES) + "}",
     )
     add(
@@ -153,9 +165,10 @@ def add_options(parser: pytest.Parser) -> None:
     )
     add(
         "--hf-max-rate-wait",
-        "longest wait, in seconds, for a rate-limit window of the Hub to reset before failing (default 300)",
+        "longest wait, in seconds, for a rate-limit window of the Hub to reset before failing "
+        f"(default {DEFAULT_MAX_RATE_WAIT:g})",
         "string",
-        "300",
+        f"{DEFAULT_MAX_RATE_WAIT:g}",
         metavar="SECONDS",
     )
     add(
@@ -181,6 +194,12 @@ def add_options(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+
+
+def _choices(allowed: Sequence[str], default: str) -> str:
+    """``skip (default), xfail or fail``: the choices of an option in words, its default marked."""
+    said = [f"{choice} (default)" if choice == default else choice for choice in allowed]
+    return ", ".join(said[:-1]) + " or " + said[-1]
 
 
 def read_options(config: pytest.Config) -> Options:

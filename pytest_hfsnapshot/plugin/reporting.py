@@ -10,7 +10,7 @@ from huggingface_hub import constants as hf_constants
 
 from ..core import manifest
 from ..core.credentials import hub_token, token_set
-from ..core.formats import Failure, count, failure_groups, human_size, request_label
+from ..core.formats import FailureRow, count, failure_groups, human_size, request_label
 from ..core.gate import Waited
 from .options import Options
 from .snapshot_uses import SnapshotUse, primary_uses
@@ -34,7 +34,7 @@ def write_summary(
     *,
     verbose: bool,
     factory_tests: int = 0,
-    failed: Collection[Failure] = (),
+    failed: Collection[FailureRow] = (),
     rate_limited: Waited | None = None,
     unreachable: Sequence[str] = (),
     pins: Sequence[str] = (),
@@ -60,7 +60,7 @@ def write_summary(
     if failed:
         # One line per cause: a full disk reads once, however many snapshots it stopped.
         terminalreporter.write_line(f"Not ready: {count(len(failed), 'snapshot')}")
-        for labels, text in failure_groups(sorted(failed, key=lambda failure: failure[:3])):
+        for labels, text in failure_groups(sorted(failed, key=lambda row: row[:3])):
             terminalreporter.write_line(f"  {labels}  {text}")
     if limited is not None:
         terminalreporter.write_line(rate_limit_line(limited))

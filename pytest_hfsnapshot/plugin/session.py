@@ -2,18 +2,17 @@
 
 It holds the run's options, the snapshots this process handed out (one materialization per
 request), and the verdicts of failed requests, shared with the session's other processes
-through :class:`~pytest_hfsnapshot.state.SharedFailures` so each failing request is
+through :class:`~pytest_hfsnapshot.core.state.FailureMemory` so each failing request is
 asked of the Hub once.
 
 With pytest-xdist, each worker ships its :class:`~pytest_hfsnapshot.snapshot_uses.SnapshotUse`
-list and its failure folders in ``config.workeroutput`` at session finish; the controller merges
+list and its failure-memory folders in ``config.workeroutput`` at session finish; the controller merges
 them in ``pytest_testnodedown``. From the controller's ``pytest_sessionfinish`` on,
 :meth:`HfSnapshotSession.all_uses` holds every use of the session.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import uuid
@@ -23,8 +22,9 @@ from typing import Any
 import pytest
 
 from ..core import gate
-from ..core.formats import Failure, request_label
-from ..core.state import SharedFailures
+from ..core._hf_compat import http_client_loaded
+from ..core.formats import FailureRow, request_label
+from ..core.state import FailureMemory
 from ..errors import AuthError, HfSnapshotError, HfSnapshotWarning
 from ..request import SnapshotRequest
 from ..snapshot import Snapshot
@@ -47,7 +47,8 @@ class HfSnapshotSession:
         self.uses: list[SnapshotUse] = []
         #: The workers' uses, merged in by the controller.
         self.worker_uses: list[SnapshotUse] = []
-        self.failures = SharedFailures(session_id)
+        #: Failed requests' verdicts, shared on disk with the other processes of the session.
+        self.failure_memory = FailureMemory(session_id)
         #: The session's rate-limit gate, installed once huggingface_hub's HTTP layer is loaded.
         self.gate = gate.Gate(
             options.effective_cache_dir,
@@ -65,7 +66,7 @@ class HfSnapshotSession:
         self.factory_tests = 0
         #: Requests that could not be made ready (refusals aside), by request key; the controller
         #: merges the workers' in, for the summary.
-        self.failed: dict[str, Failure] = {}
+        self.failed: dict[str, FailureRow] = {}
         self._snapshots: dict[SnapshotRequest, Snapshot] = {}
         self._verdicts: dict[SnapshotRequest, Verdict] = {}
         self._lock = threading.Lock()
@@ -128,7 +129,7 @@ class HfSnapshotSession:
         ``if_loaded``: only when huggingface_hub's HTTP layer is imported already (a dict lookup:
         a suite that never loads it pays nothing).
         """
-        if self._gated or (if_loaded and "huggingface_hub.utils._http" not in sys.modules):
+        if self._gated or (if_loaded and not http_client_loaded()):
             return
         with self._lock:
             if not self._gated:
@@ -164,7 +165,7 @@ class HfSnapshotSession:
         """A worker's part of the session, for the controller (see :class:`XdistHooks`)."""
         workeroutput[_WORKEROUTPUT_KEY] = {
             "uses": [use.to_dict() for use in self.uses],
-            "failure_folders": sorted(self.failures.folders),
+            "failure_memory_folders": sorted(self.failure_memory.folders),
             "factory_tests": self.factory_tests,
             "failed": [[key, *failure] for key, failure in sorted(self.failed.items())],
             "gate_folders": sorted(self.gate.folders),
@@ -173,14 +174,14 @@ class HfSnapshotSession:
     def _share_verdict(self, request: SnapshotRequest, verdict: Verdict) -> None:
         with self._lock:
             self._verdicts[request] = verdict
-        self.failures.share(self.options.effective_cache_dir(), request_key(request), verdict.to_dict())
+        self.failure_memory.share(self.options.effective_cache_dir(), request_key(request), verdict.to_dict())
 
     def _shared_verdict(self, request: SnapshotRequest) -> Verdict | None:
         with self._lock:
             verdict = self._verdicts.get(request)
         if verdict is not None:
             return verdict
-        data = self.failures.recall(self.options.effective_cache_dir(), request_key(request))
+        data = self.failure_memory.recall(self.options.effective_cache_dir(), request_key(request))
         verdict = Verdict.from_dict(data) if data is not None else None
         if verdict is not None:
             with self._lock:
@@ -202,7 +203,7 @@ class XdistHooks:
         if not isinstance(data, dict):
             return
         self.state.worker_uses.extend(SnapshotUse.from_dict(item) for item in data.get("uses", ()))
-        self.state.failures.adopt(data.get("failure_folders", ()))
+        self.state.failure_memory.adopt(data.get("failure_memory_folders", ()))
         factory_tests = data.get("factory_tests", 0)
         if isinstance(factory_tests, int):
             self.state.factory_tests = max(self.state.factory_tests, factory_tests)

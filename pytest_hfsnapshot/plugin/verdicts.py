@@ -47,7 +47,7 @@ class Verdict:
         return exc
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for :class:`~pytest_hfsnapshot.state.SharedFailures`."""
+        """Plain data for :class:`~pytest_hfsnapshot.core.state.FailureMemory`."""
         return dataclasses.asdict(self)
 
     @classmethod

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from types import ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from ..core import _hf_compat
 from ._server import LOOPBACK_HOSTS
 
 __all__ = ["ClientPatches", "client_patches", "close_client_session"]
@@ -142,27 +142,12 @@ def client_patches(url: str, cache_dir: Path, home_dir: Path) -> ClientPatches:
         "HF_HUB_OFFLINE": False,
         "HF_HUB_DISABLE_TELEMETRY": True,
         "HF_HUB_DISABLE_UPDATE_CHECK": True,
-        "_staging_mode": False,
     }
     attributes: list[tuple[ModuleType, str, Any]] = [
         (constants, name, value) for name, value in values.items() if hasattr(constants, name)
     ]
-    # Module-level copies taken at import (`from ..constants import X`).
-    copies = {
-        "huggingface_hub.utils._cache_manager": {"HF_HUB_CACHE": cache},
-        "huggingface_hub.utils._cache_assets": {"HF_ASSETS_CACHE": str(home_dir / "assets")},
-        "huggingface_hub.utils._git_credential": {"ENDPOINT": url},
-        "huggingface_hub.cli.auth": {"ENDPOINT": url},
-    }
-    for module_name, names in copies.items():
-        module = sys.modules.get(module_name)
-        for name, value in names.items():
-            if module is not None and hasattr(module, name):
-                attributes.append((module, name, value))
-    http_module = sys.modules.get("huggingface_hub.utils._http")
-    if http_module is not None and hasattr(http_module, "_HUB_ORIGINS"):
-        origin = http_module._url_origin(url)
-        attributes.append((http_module, "_HUB_ORIGINS", frozenset(http_module._HUB_ORIGINS) | {origin}))
+    # The private copies: the staging switch, copies taken at import, the Hub origins.
+    attributes += _hf_compat.endpoint_patches(url, hub_cache=cache, assets_cache=str(home_dir / "assets"))
 
     environ: dict[str, str | None] = {
         "HF_ENDPOINT": url,
@@ -200,14 +185,8 @@ def close_client_session() -> None:
     a previous server from being reused: the client caches tokens by refresh URL, and a new server
     on a recycled port serves the same URL (commit ids are deterministic) with another CAS.
     """
-    http_module = sys.modules.get("huggingface_hub.utils._http")
-    close = getattr(http_module, "close_session", None)
-    if close is not None:
-        close()
-    xet_module = sys.modules.get("huggingface_hub.utils._xet")
-    tokens = getattr(xet_module, "XET_CONNECTION_INFO_CACHE", None)
-    if isinstance(tokens, dict):
-        tokens.clear()
+    _hf_compat.close_client_session()
+    _hf_compat.forget_xet_tokens()
 
 
 def _set_env(name: str, value: str | None) -> None:

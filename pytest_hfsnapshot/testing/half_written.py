@@ -119,7 +119,7 @@ def interrupted_download(
     repo_blob = repo.blob(etag)
     if repo_blob != blob and os.path.lexists(repo_blob):
         # The store's manifest gets a repo's line only when the client links it, after the download.
-        manifest = blob.with_name(f"{blob.name}.refs")
+        manifest = repo.store_manifest(blob)
         dropped = repo.drop_store_reference(blob, etag)
         if dropped and not manifest.read_text(encoding="utf-8").strip():
             manifest.unlink()
@@ -383,7 +383,7 @@ def _store_file_of(repo: RepoCache, link: Path) -> Path | None:
     except OSError:
         return None
     name = os.path.basename(target)
-    return repo.store_target(name) if os.path.normpath(link.parent / target).endswith(f"/blobs/{name}") else None
+    return repo.store_target(name) if os.path.normpath(link.parent / target) == str(repo.blob(name)) else None
 
 
 @contextlib.contextmanager
@@ -400,7 +400,7 @@ def _writable(path: Path) -> Iterator[None]:
 def _etag(repo: RepoCache, commit: str, relpath: str, blob: Path) -> str:
     if blob.parent == repo.blobs:
         return blob.name
-    info = (repo.read_tree_cache(commit) or {}).get(relpath)
+    info = (repo.read_listing_cache(commit) or {}).get(relpath)
     if not info:
         raise FileNotFoundError(f"No cached listing names the blob of {relpath!r} ({repo.tree_cache(commit)}).")
     return str(info.get("lfs_sha256") or info["blob_id"])

@@ -112,6 +112,10 @@ def test_5xx_on_a_file_above_budget_names_repo_file_and_attempts(
     assert REPO in message and "model.safetensors" in message
     assert re.search(rf"\b{error.attempts} attempts?\b", message), message
     assert incomplete_files(local_hub.cache_dir, REPO) == []
+    # Through hf_xet the CAS answers 503 and hf_xet's own backoff retried it (the engine knows the
+    # transport from the listing); over plain HTTP a GET answered 5xx is ours to retry.
+    retried_by_xet = "(hf_xet had already retried it with its own backoff)" in message
+    assert retried_by_xet is xet_in_use(local_hub), message
 
 
 def test_5xx_on_the_listing_above_budget_is_not_retried_twice(local_hub: LocalHub, client_clock: ClientClock) -> None:

@@ -1,6 +1,6 @@
-"""What a failed materialization says: the typed error for each kind of failure, in one place.
+"""The typed error builders: what a failed materialization raises, for each kind of failure, in one place.
 
-The kind is decided by :func:`pytest_hfsnapshot.retry.classify`; the words of a refused access
+The kind is decided by :func:`pytest_hfsnapshot.core.retry.classify`; the words of a refused access
 come from :mod:`pytest_hfsnapshot.core.refusals` and those of a refused write from
 :mod:`pytest_hfsnapshot.core.space`. Messages carry class names, statuses, repo names, files and
 endpoints, never a header or a token.
@@ -9,7 +9,7 @@ endpoints, never a header or a token.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -25,7 +25,7 @@ from ..errors import (
     TransientError,
 )
 from ..request import SnapshotRequest
-from . import outage, refusals, retry, space
+from . import gate, outage, refusals, retry, space
 from .verify import ExpectedFile
 
 
@@ -77,17 +77,22 @@ def disk(
     blobs: Path | None = None,
     still: Sequence[ExpectedFile] = (),
 ) -> DiskError:
-    """A filesystem refusal as the user reads it; ``still``: the files a download had left to fetch
-    (into ``blobs``)."""
-    filename, folder = space.written_file(error)
-    if filename is None and still:
-        filename = ", ".join(sorted(f.path for f in still)[:3])
+    """A filesystem refusal as the user reads it.
+
+    ``still``: the files a download had left to fetch when the write failed (into ``blobs``): the
+    refused write was one of theirs, so they are named. Otherwise the path the OSError names.
+    """
+    if still:
+        filename: str | None = ", ".join(sorted(f.path for f in still)[:3])
+        folder: str | Path | None = blobs
+    else:
+        filename, folder = space.written_path(error)
     return space.filesystem_error(
         number,
         label=request.label,
         cache_dir=cache_dir,
         filename=filename,
-        folder=folder or (blobs if still else None),
+        folder=folder,
         needed=sum(f.size for f in still) if still else None,
         repo_id=request.repo_id,
         revision=request.revision,
@@ -105,11 +110,11 @@ def gave_up(
     """A transient failure that outlasted the retry budget (``what``: "the revision", "the download", ...)."""
     filename = filename or failed_file(error)
     where = f", file {filename!r}" if filename else ""
-    retrier = "hf_xet" if retry.is_xet_transfer(kind.decisive) else "huggingface_hub"
+    retrier = "hf_xet" if kind.by_xet else "huggingface_hub"
     client = f" ({retrier} had already retried it with its own backoff)" if kind.client_retried else ""
     tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
     return TransientError(
-        f"Gave up on {what} of {request.label}{where} at {endpoint_of(error)} after {tries}{client}: last cause "
+        f"Gave up on {what} of {request.label}{where} at {failed_origin(error)} after {tries}{client}: last cause "
         f"{cause(kind)}. The Hub or the network is failing; retry later"
         + ("." if kind.client_retried else " or raise --hf-retries."),
         attempts=attempts,
@@ -144,29 +149,34 @@ def cause(kind: retry.Classification) -> str:
 
 
 def hub() -> str:
-    """The Hub endpoint in use (``HF_ENDPOINT``), read at call time."""
-    return outage.origin_of(constants.ENDPOINT)
+    """The origin of the Hub endpoint in use (``HF_ENDPOINT``), read at call time."""
+    return gate.origin_of(constants.ENDPOINT)
 
 
-def endpoint_of(error: BaseException) -> str:
-    """The origin a failed request was sent to (the Hub, its CDN or the CAS), else the Hub endpoint."""
-    for link in retry.chain(error):
-        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
-            url = retry.safe_attr(holder, "url")
-            if url is not None and str(url).startswith(("http://", "https://")):
-                return outage.origin_of(url)
+def failed_origin(error: BaseException) -> str:
+    """The origin a failed request was sent to (the Hub, its CDN or the CAS), else the Hub's."""
+    for url in _request_urls(error):
+        if url.startswith(("http://", "https://")):
+            return gate.origin_of(url)
     return hub()
 
 
 def failed_file(error: BaseException) -> str | None:
     """The repo file a failed request was for, read from the request URL in the exception chain."""
-    for link in retry.chain(error):
-        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
-            url = str(retry.safe_attr(holder, "url") or "")
-            match = re.search(r"/resolve/[^/]+/(.+?)(?:\?|$)", url)
-            if match:
-                return unquote(match.group(1))
+    for url in _request_urls(error):
+        match = re.search(r"/resolve/[^/]+/(.+?)(?:\?|$)", url)
+        if match:
+            return unquote(match.group(1))
     return None
 
 
-__all__ = ["cause", "disk", "endpoint_of", "failed_file", "gave_up", "hub", "not_cached", "typed", "unreachable"]
+def _request_urls(error: BaseException) -> Iterator[str]:
+    """The URL of each request found in ``error``'s chain (on the exception, or on its response)."""
+    for link in retry.chain(error):
+        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
+            url = retry.safe_attr(holder, "url")
+            if url is not None:
+                yield str(url)
+
+
+__all__ = ["cause", "disk", "failed_file", "failed_origin", "gave_up", "hub", "not_cached", "typed", "unreachable"]

@@ -1,0 +1,40 @@
+"""The gate's pure rules: what an origin and an endpoint of a URL are (one rule, used by the messages too)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_hfsnapshot.core import error_builders, gate
+
+
+@pytest.mark.parametrize(
+    ("url", "origin", "endpoint"),
+    [
+        (
+            "https://huggingface.co/api/models/org/x/revision/main",
+            "https://huggingface.co",
+            "https://huggingface.co/api",
+        ),
+        ("https://huggingface.co/org/x/resolve/main/a.bin", "https://huggingface.co", "https://huggingface.co"),
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://127.0.0.1:8080/apix/y", "http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://h:1?next=/api/x", "http://h:1", "http://h:1"),
+        ("https://cas.test/v2/reconstructions/abc", "https://cas.test", "https://cas.test"),
+    ],
+)
+def test_origin_and_endpoint_of_a_url(url: str, origin: str, endpoint: str) -> None:
+    assert gate.origin_of(url) == origin
+    assert gate.endpoint_of(url) == endpoint
+
+
+def test_a_failed_request_is_named_by_its_origin() -> None:
+    request = SimpleNamespace(method="GET", url="http://127.0.0.2:9/org/x/resolve/c/w%20b.bin?x=1")
+    error = OSError("cut")
+    error.request = request  # type: ignore[attr-defined]
+    wrapped = RuntimeError("download failed")
+    wrapped.__cause__ = error
+    assert error_builders.failed_origin(wrapped) == "http://127.0.0.2:9"
+    assert error_builders.failed_file(wrapped) == "w b.bin"
+    assert error_builders.failed_origin(ValueError("no request")) == error_builders.hub()
