@@ -47,7 +47,7 @@ from .hashing import ArrivalHasher
 from .layout import RepoCache
 from .locking import RepoLock
 from .repair import Repairer
-from .verify import ExpectedFile, check_file, hash_mismatches
+from .verify import ExpectedFile, ProblemKind, check_file, hash_mismatches, hash_problem
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -468,7 +468,7 @@ class _Engine:
             findings = self.repair.inspect(commit, files, hash_all=self.settings.verify == "sha256")
             problems = findings.problems
             if problems:
-                listed = ", ".join(f"{p} ({why})" for p, why in sorted(problems.items())[:5])
+                listed = ", ".join(f"{p} ({problem.describe()})" for p, problem in sorted(problems.items())[:5])
                 more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
                 raise self._not_cached(
                     f"{what}, and {len(problems)} file(s) of {self.request.label} are missing or damaged in "
@@ -501,13 +501,17 @@ class _Engine:
         interrupted = {p.name.split(".", 1)[0] for p in orphans}
         repaired: list[str] = []
         for f in files:
-            why = problems.get(f.path)
-            if why is None:
+            problem = problems.get(f.path)
+            if problem is None:
                 continue
-            if why == "missing" and f.blob_name not in blobs_before and f.blob_name not in interrupted:
+            if (
+                problem.kind is ProblemKind.MISSING
+                and f.blob_name not in blobs_before
+                and f.blob_name not in interrupted
+            ):
                 continue  # simply not downloaded yet
             repaired.append(f.path)
-            self.repair.remove(commit, f, blob=why not in ("missing",) and not why.startswith("link points"))
+            self.repair.remove(commit, f, problem)
         damaged = damaged or bool(repaired) or bool(orphans) or findings.planted
         blobs_before = _blob_names(self.repo.blobs)
         needed = [f for f in files if f.path in problems]
@@ -551,13 +555,13 @@ class _Engine:
             still: list[ExpectedFile] = []
             fresh: list[ExpectedFile] = []
             for f in needed:
-                why = check_file(self.repo, snapshot_dir, f)
-                if why is None:
+                problem = check_file(self.repo, snapshot_dir, f)
+                if problem is None:
                     fresh.append(f)
-                elif why.startswith("link points") and (candidate := self.repair.adopted(commit, f)) is not None:
+                elif problem.kind is ProblemKind.OTHER_BLOB and (candidate := self.repair.adopted(commit, f)):
                     adopted[f.path] = candidate  # hashed and found right under the name the server's ETag gave it
-                elif why != "missing":
-                    self.repair.remove(commit, f, blob=not why.startswith("link points"))
+                elif problem.kind is not ProblemKind.MISSING:
+                    self.repair.remove(commit, f, problem)
                     still.append(f)
                 else:
                     still.append(f)
@@ -566,7 +570,7 @@ class _Engine:
             self.rehashed += arrivals.rehashed
             for f in fresh:
                 if f.path in corrupt:
-                    self.repair.remove(commit, f, blob=True)
+                    self.repair.remove(commit, f, hash_problem(f))
                     still.append(f)
             if not still:
                 return adopted

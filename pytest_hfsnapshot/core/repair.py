@@ -19,7 +19,7 @@ from filelock import FileLock, Timeout
 
 from ..errors import UnsafeCacheError
 from .layout import RepoCache
-from .verify import ExpectedFile, check_file, hash_mismatches, linked_blob_name
+from .verify import ExpectedFile, Problem, ProblemKind, check_file, hash_mismatches, hash_problem, linked_blob_name
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -28,8 +28,8 @@ log = logging.getLogger("pytest_hfsnapshot")
 class Findings:
     """What :meth:`Repairer.inspect` found in a cached snapshot."""
 
-    #: Why each file is not usable as cached (``"missing"``, ``"size 3 instead of 4"``, ...).
-    problems: dict[str, str]
+    #: Why each file is not usable as cached, by path.
+    problems: dict[str, Problem]
     #: Files found right under a blob name other than the listing's (see :meth:`Repairer.adopted`).
     adopted: dict[str, ExpectedFile]
     #: Whether a link or file planted where a snapshot folder belongs was removed.
@@ -49,21 +49,21 @@ class Repairer:
         """What is wrong with the cached snapshot; removes planted links inside it first (see :meth:`folders`)."""
         _, planted = self.folders(commit, files, repair=True)
         snapshot_dir = str(self.repo.snapshot_dir(commit))
-        problems: dict[str, str] = {}
+        problems: dict[str, Problem] = {}
         adopted: dict[str, ExpectedFile] = {}
         for f in files:
-            why = check_file(self.repo, snapshot_dir, f)
-            if why is None:
+            problem = check_file(self.repo, snapshot_dir, f)
+            if problem is None:
                 continue
-            candidate = self.adopted(commit, f) if why.startswith("link points") else None
+            candidate = self.adopted(commit, f) if problem.kind is ProblemKind.OTHER_BLOB else None
             if candidate is not None:
                 adopted[f.path] = candidate
             else:
-                problems[f.path] = why
+                problems[f.path] = problem
         if hash_all:
-            kept = [f for f in files if f.path not in problems and f.path not in adopted]
-            for path in hash_mismatches(self.blob_pairs(commit, kept)):
-                problems[path] = "sha256 mismatch"
+            kept = {f.path: f for f in files if f.path not in problems and f.path not in adopted}
+            for path in hash_mismatches(self.blob_pairs(commit, list(kept.values()))):
+                problems[path] = hash_problem(kept[path])
         return Findings(problems, adopted, planted)
 
     def adopted(self, commit: str, f: ExpectedFile) -> ExpectedFile | None:
@@ -136,8 +136,9 @@ class Repairer:
         return out
 
     # --- removal --------------------------------------------------------------------------------
-    def remove(self, commit: str, f: ExpectedFile, *, blob: bool) -> None:
-        """Remove one bad link (and its blob), never following a symlink, only inside the repo folder.
+    def remove(self, commit: str, f: ExpectedFile, problem: Problem) -> None:
+        """Remove what ``problem`` makes bad: the link, and its blob when the bytes are at fault
+        (:attr:`Problem.blob_damaged`); never following a symlink, only inside the repo folder.
 
         Where the blob is a link into the shared blob store, see :meth:`_unlink_from_store`.
         """
@@ -146,7 +147,7 @@ class Repairer:
         with self.blob_lock(f.blob_name):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(link)
-            if blob:
+            if problem.blob_damaged:
                 self.repo.require_inside(self.repo.blobs)
                 store = self.repo.store_target(f.blob_name)
                 if store is not None:
