@@ -194,8 +194,8 @@ def test_other_links_out_of_the_repo_are_refused(repo: RepoCache, target: str) -
     os.symlink(target, repo.blob(SHA))
     link_snapshot(repo)
     assert kind_and_words(repo) == (
-        ProblemKind.BLOB_OUTSIDE_STORE,
-        "blob is a link that does not lead into the shared blob store",
+        ProblemKind.BLOB_LINK_OUTSIDE,
+        "blob is a link that does not lead into the shared blob store or a cache layer",
     )
 
 
@@ -207,7 +207,9 @@ def test_a_store_reached_through_a_planted_link_is_refused(repo: RepoCache, tmp_
     os.symlink(f"../../blobs/{XET[:2]}/{XET}", repo.blob(SHA))
     link_snapshot(repo)
     assert repo.store_target(SHA) is None
-    assert verdict(repo) == Problem(ProblemKind.BLOB_OUTSIDE_STORE, "model.safetensors", Entry.BLOB)
+    assert verdict(repo) == Problem(
+        ProblemKind.BLOB_LINK_OUTSIDE, "model.safetensors", Entry.BLOB, found=f"../../blobs/{XET[:2]}/{XET}"
+    )
 
 
 def test_hashes(tmp_path: Path) -> None:
@@ -226,6 +228,85 @@ def test_record_entries_round_trip_and_reject_bad_names() -> None:
     for raw in ([*f.to_json()[:4], "../x", ""], [*f.to_json()[:5], "not-hex"], f.to_json()[:4], "x"):
         with pytest.raises(ValueError):
             ExpectedFile.from_json(raw)
+
+
+# --- the one way out of the cache: a blob linking to a read-only layer's copy ------------------------
+
+
+@pytest.fixture
+def layer(tmp_path: Path) -> Path:
+    """A layer holding the file as a repo blob and as a store file (rclone may leave either)."""
+    root = tmp_path / "layer"
+    blob = RepoCache(root, "org/x", "model").blob(SHA)
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(DATA)
+    store = store_file(root, XET)
+    store.parent.mkdir(parents=True)
+    store.write_bytes(DATA)
+    return root
+
+
+@pytest.mark.parametrize("where", ["blob", "store"])
+def test_a_blob_linking_to_a_configured_layer_copy_is_fine(repo: RepoCache, layer: Path, where: str) -> None:
+    target = RepoCache(layer, "org/x", "model").blob(SHA) if where == "blob" else store_file(layer, XET)
+    os.symlink(target, repo.blob(SHA))
+    link_snapshot(repo)
+    f = expected(xet=XET)
+
+    assert check_file(repo, str(repo.snapshot_dir(COMMIT)), f, [layer]) is None
+    # In a session without that layer the same link is damage, and so is a file of another layer.
+    assert check_file(repo, str(repo.snapshot_dir(COMMIT)), f) == Problem(
+        ProblemKind.BLOB_LINK_OUTSIDE, f.path, Entry.BLOB, found=str(target)
+    )
+    assert check_file(repo, str(repo.snapshot_dir(COMMIT)), f, [layer.parent / "other"]) is not None
+
+
+def test_a_blob_linking_to_another_file_of_a_layer_is_refused(repo: RepoCache, layer: Path) -> None:
+    other = layer / "models--org--x" / "blobs" / ("e" * 64)
+    other.write_bytes(DATA)
+    os.symlink(other, repo.blob(SHA))
+    link_snapshot(repo)
+
+    problem = check_file(repo, str(repo.snapshot_dir(COMMIT)), expected(xet=XET), [layer])
+    assert problem is not None and problem.kind is ProblemKind.BLOB_LINK_OUTSIDE
+
+
+def test_a_layer_copy_gets_the_checks_of_any_file(repo: RepoCache, layer: Path) -> None:
+    target = RepoCache(layer, "org/x", "model").blob(SHA)
+    os.symlink(target, repo.blob(SHA))
+    link_snapshot(repo)
+
+    def layered() -> tuple[ProblemKind, str]:
+        problem = check_file(repo, str(repo.snapshot_dir(COMMIT)), expected(), [layer])
+        assert problem is not None and problem.at is Entry.LAYER
+        return problem.kind, problem.describe()
+
+    os.truncate(target, 10)
+    assert layered() == (ProblemKind.WRONG_SIZE, f"size 10 instead of {len(DATA)}")
+    target.unlink()
+    target.mkdir()
+    assert layered() == (ProblemKind.NOT_REGULAR, "not a regular file")
+    target.rmdir()
+    assert layered() == (ProblemKind.DANGLING_LINK, "dangling link (layer file missing)")
+
+
+def test_repairing_a_link_into_a_layer_never_touches_the_layer(repo: RepoCache, layer: Path) -> None:
+    target = RepoCache(layer, "org/x", "model").blob(SHA)
+    os.truncate(target, 10)
+    os.symlink(target, repo.blob(SHA))
+    link = link_snapshot(repo)
+    problem = check_file(repo, str(repo.snapshot_dir(COMMIT)), expected(), [layer])
+    assert problem is not None and problem.blob_damaged
+
+    Repairer(repo, "org/x@main", lock_timeout=5).remove(COMMIT, expected(), problem)
+
+    assert not os.path.lexists(link) and not os.path.lexists(repo.blob(SHA))
+    assert target.stat().st_size == 10
+
+
+def test_an_unfinished_download_names_its_file() -> None:
+    problem = Problem(ProblemKind.INCOMPLETE_LEFT, "config.json", found="e" * 40 + ".0123abcd.incomplete")
+    assert problem.describe() == f"an unfinished download {'e' * 40}.0123abcd.incomplete lies beside its blob"
 
 
 def test_hash_problems_name_the_hash_that_failed() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from ..errors import UnsafeCacheError
+from .layers import Layers
 from .layout import RepoCache
 from .verify import ExpectedFile, Problem, ProblemKind, check_file, hash_mismatches, hash_problem, linked_blob_name
 
@@ -39,10 +40,15 @@ class Findings:
 class Repairer:
     """Inspection and removal for one repo of the cache (``label`` names it in logs and errors)."""
 
-    def __init__(self, repo: RepoCache, label: str, *, lock_timeout: float) -> None:
+    def __init__(self, repo: RepoCache, label: str, *, lock_timeout: float, layers: Layers | None = None) -> None:
         self.repo = repo
         self.label = label
         self.lock_timeout = lock_timeout
+        #: The read-only layers whose files the repo's blobs may link to (see :func:`check_file`).
+        self.layers = layers
+
+    def _layer_roots(self) -> tuple[Path, ...]:
+        return self.layers.roots if self.layers is not None else ()
 
     # --- inspection -----------------------------------------------------------------------------
     def inspect(self, commit: str, files: list[ExpectedFile], *, hash_all: bool) -> Findings:
@@ -51,8 +57,9 @@ class Repairer:
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         problems: dict[str, Problem] = {}
         adopted: dict[str, ExpectedFile] = {}
+        layers = self._layer_roots()
         for f in files:
-            problem = check_file(self.repo, snapshot_dir, f)
+            problem = check_file(self.repo, snapshot_dir, f, layers)
             if problem is None:
                 continue
             candidate = self.adopted(commit, f) if problem.kind is ProblemKind.OTHER_BLOB else None
@@ -77,7 +84,7 @@ class Repairer:
         if name is None or name == f.blob_name:
             return None
         candidate = dataclasses.replace(f, blob=name)
-        if check_file(self.repo, snapshot_dir, candidate) is not None:
+        if check_file(self.repo, snapshot_dir, candidate, self._layer_roots()) is not None:
             return None
         if hash_mismatches([(candidate, self.repo.blob(name))]):
             return None

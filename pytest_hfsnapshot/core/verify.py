@@ -11,7 +11,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,8 +143,9 @@ class ProblemKind(enum.Enum):
     LINK_OUTSIDE = "link outside the cache"
     #: The link's blob, or the store file the blob links to, is gone: see ``Problem.at``.
     DANGLING_LINK = "dangling link"
-    #: The repo's blob is a link, but not into the cache's shared blob store.
-    BLOB_OUTSIDE_STORE = "blob outside the store"
+    #: The repo's blob is a link leading neither into the cache's shared blob store nor into a
+    #: configured layer's copy of the file.
+    BLOB_LINK_OUTSIDE = "blob link outside the cache"
     #: The repo's blob links to a store file other than the listing's Xet hash names.
     OTHER_STORE_FILE = "other store file"
     #: What the path leads to is not a regular file (a folder, a device, ...).
@@ -153,6 +154,9 @@ class ProblemKind(enum.Enum):
     WRONG_SIZE = "wrong size"
     #: The contents do not hash to the listing's sha256 (LFS) or git blob sha1.
     WRONG_HASH = "wrong hash"
+    #: An unfinished download (``<blob>.<8 hex>.incomplete``) lies beside the file's blob (in a
+    #: read-only layer, where nobody can clean it up, the file is not served from there).
+    INCOMPLETE_LEFT = "incomplete left"
 
 
 class Entry(enum.Enum):
@@ -164,6 +168,8 @@ class Entry(enum.Enum):
     LINK = "link"
     BLOB = "blob"
     STORE = "store file"
+    #: The file holding the bytes in a read-only cache layer (see :mod:`pytest_hfsnapshot.core.layers`).
+    LAYER = "layer file"
 
 
 @dataclass(frozen=True)
@@ -191,14 +197,16 @@ class Problem:
             return f"link points at {self.found!r} instead of blobs/{self.wanted}"
         if kind is ProblemKind.DANGLING_LINK:
             return f"dangling link ({self.at.value} missing)"
-        if kind is ProblemKind.BLOB_OUTSIDE_STORE:
-            return "blob is a link that does not lead into the shared blob store"
+        if kind is ProblemKind.BLOB_LINK_OUTSIDE:
+            return "blob is a link that does not lead into the shared blob store or a cache layer"
         if kind is ProblemKind.OTHER_STORE_FILE:
             return f"blob links to the store file {self.found[:12]} instead of {self.wanted[:12]}"
         if kind is ProblemKind.WRONG_SIZE:
             return f"size {self.found} instead of {self.wanted}"
         if kind is ProblemKind.WRONG_HASH:
             return f"{self.wanted} mismatch"
+        if kind is ProblemKind.INCOMPLETE_LEFT:
+            return f"an unfinished download {self.found} lies beside its blob"
         return str(kind.value)
 
     @property
@@ -212,13 +220,19 @@ def hash_problem(expected: ExpectedFile) -> Problem:
     return Problem(ProblemKind.WRONG_HASH, expected.path, wanted="sha256" if expected.lfs else "git-sha1")
 
 
-def check_file(repo: RepoCache, snapshot_dir: str, expected: ExpectedFile) -> Problem | None:
+def check_file(
+    repo: RepoCache, snapshot_dir: str, expected: ExpectedFile, layers: Sequence[Path] = ()
+) -> Problem | None:
     """Cheap check of one snapshot entry: None when fine, else the problem.
 
     The link must point at ``blobs/<etag>`` (so it cannot lead out of the cache). That blob is a
     regular file, or, for a Xet file, a link into the shared blob store whose file is regular;
     either way of the listed size. Caches on filesystems without symlinks hold plain files
     instead; those only get the size check.
+
+    ``layers``: the read-only cache layers in use. The blob may then also be an absolute link to
+    one of the places a layer keeps this file's bytes (:meth:`RepoCache.bytes_in`), whose file is
+    regular and of the listed size: the one way a link may leave the cache.
     """
     path = expected.path
     link = os.path.join(snapshot_dir, path)
@@ -242,7 +256,7 @@ def check_file(repo: RepoCache, snapshot_dir: str, expected: ExpectedFile) -> Pr
         if stat.S_ISLNK(st.st_mode):
             store = repo.store_target(expected.blob_name)
             if store is None:
-                return Problem(ProblemKind.BLOB_OUTSIDE_STORE, path, Entry.BLOB)
+                return _check_layer_link(repo, blob, expected, layers)
             if expected.xet and store.name != expected.xet:
                 return Problem(ProblemKind.OTHER_STORE_FILE, path, Entry.BLOB, found=store.name, wanted=expected.xet)
             st = _lstat(store, path, Entry.STORE)
@@ -252,6 +266,26 @@ def check_file(repo: RepoCache, snapshot_dir: str, expected: ExpectedFile) -> Pr
         return Problem(ProblemKind.NOT_REGULAR, path)
     if st.st_size != expected.size:
         return Problem(ProblemKind.WRONG_SIZE, path, found=str(st.st_size), wanted=str(expected.size))
+    return None
+
+
+def _check_layer_link(repo: RepoCache, blob: str, expected: ExpectedFile, layers: Sequence[Path]) -> Problem | None:
+    """The check of a repo blob that is a link out of the cache: legal only into a layer's copy of the file."""
+    path = expected.path
+    try:
+        target = os.readlink(blob)
+    except OSError as error:
+        return Problem(ProblemKind.UNREADABLE, path, Entry.BLOB, reason=str(error.strerror))
+    allowed = {str(p) for layer in layers for p in repo.bytes_in(layer, expected.blob_name, expected.xet)}
+    if target not in allowed:
+        return Problem(ProblemKind.BLOB_LINK_OUTSIDE, path, Entry.BLOB, found=target)
+    st = _lstat(target, path, Entry.LAYER)
+    if isinstance(st, Problem):
+        return st
+    if not stat.S_ISREG(st.st_mode):
+        return Problem(ProblemKind.NOT_REGULAR, path, Entry.LAYER)
+    if st.st_size != expected.size:
+        return Problem(ProblemKind.WRONG_SIZE, path, Entry.LAYER, found=str(st.st_size), wanted=str(expected.size))
     return None
 
 
