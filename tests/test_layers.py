@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import file_fetches
-from huggingface_hub import hf_hub_download, snapshot_download
+from huggingface_hub import hf_hub_download, scan_cache_dir, snapshot_download
 
 from pytest_hfsnapshot import HfSnapshotWarning, InvalidRequestError, Snapshot, materialize
 from pytest_hfsnapshot.core.engine import plan_request
@@ -40,8 +40,11 @@ FILES: dict[str, bytes | str] = {
     "tokenizer_config.json": "{}",
     "model.safetensors": WEIGHTS,
     "nested/vocab.txt": "a\nb\nc\n",
+    "special_tokens_map.json": "{}",  # the same blob as tokenizer_config.json
 }
 COPIES = ("symlinks", "followed", "no-links", "rclonelink")
+#: Blobs of the repo: what a cold download fetches.
+BLOBS = len({value if isinstance(value, bytes) else value.encode() for value in FILES.values()})
 
 
 def content(path: str) -> bytes:
@@ -142,6 +145,10 @@ def test_a_complete_layer_is_served_with_no_transfer_and_no_copy(
     assert transfers(local_hub) == 0
     assert [path for _, path, _ in local_hub.requests] == ["/api/models/org/tiny/revision/main"]
     assert digest(layer) == before
+    # huggingface_hub's cache tools read the links as they read any cache.
+    scan = scan_cache_dir(local_hub.cache_dir)
+    assert scan.warnings == []
+    assert [(r.repo_id, r.nb_files) for r in scan.repos] == [("org/tiny", BLOBS)]
 
 
 @ALL
@@ -154,6 +161,19 @@ def test_test_code_loading_by_repo_id_finds_the_layer_files(local_hub: LocalHub,
     # Online, the client asks for the revision and finds every file in place.
     assert snapshot_download("org/tiny") == str(snap.path)
     assert transfers(local_hub) == 0
+
+
+@ALL
+def test_deleting_the_revision_with_the_cache_tools_leaves_the_layer_whole(
+    local_hub: LocalHub, layer: Path, commit: str
+) -> None:
+    before = digest(layer)
+    materialize("org/tiny", cache_layers=[layer])
+
+    scan_cache_dir(local_hub.cache_dir).delete_revisions(commit).execute()
+
+    assert not RepoCache(local_hub.cache_dir, "org/tiny", "model").root.exists()
+    assert digest(layer) == before
 
 
 @ALL
@@ -296,7 +316,7 @@ def test_a_record_of_another_selection_vouches_for_the_files_it_lists(
     snap = materialize("org/tiny", cache_layers=[layer])
 
     assert snap.source == "download"
-    assert layer_files(snap, layer) == ["config.json", "tokenizer_config.json"]
+    assert layer_files(snap, layer) == sorted(name for name in FILES if name.endswith(".json"))
     assert file_fetches(local_hub, "*/resolve/*") == 2
 
 
@@ -308,7 +328,7 @@ def test_a_layer_without_the_repo_changes_nothing(local_hub: LocalHub, commit: s
     snap = materialize("org/tiny", cache_layers=[empty])
 
     assert (snap.source, snap.layers) == ("download", ())
-    assert file_fetches(local_hub, "*/resolve/*") == len(FILES)
+    assert file_fetches(local_hub, "*/resolve/*") == BLOBS
     assert list(empty.iterdir()) == []
 
 
@@ -324,7 +344,7 @@ def test_links_into_a_layer_this_session_lacks_are_damage(local_hub: LocalHub, l
 
     assert snap.source == "repair"
     assert sorted(snap.repaired) == sorted(FILES)
-    assert file_fetches(local_hub, "*/resolve/*") == len(FILES)
+    assert file_fetches(local_hub, "*/resolve/*") == BLOBS
     assert layer_files(snap, layer) == []
     assert all((snap / name).read_bytes() == content(name) for name in FILES)
 
@@ -382,7 +402,7 @@ def test_prefetch_fetches_nothing_a_layer_holds(
 
     assert main(["prefetch", "--repo", "org/tiny", "--cache-layer", str(layer)]) == 0
 
-    assert "org/tiny@main ready (layer, 4 files" in capsys.readouterr().out
+    assert f"org/tiny@main ready (layer, {len(FILES)} files" in capsys.readouterr().out
     assert transfers(local_hub) == 0
 
 
@@ -511,5 +531,5 @@ def test_a_mount_that_dies_is_left_with_one_warning(
     assert len([w for w in caught if issubclass(w.category, HfSnapshotWarning)]) == 1
     assert (again.source, again.layers) == ("repair", ())
     assert (other.source, other.layers) == ("cache", ())
-    assert file_fetches(local_hub, "*/resolve/*") == len(FILES)
+    assert file_fetches(local_hub, "*/resolve/*") == BLOBS
     assert all((again / name).read_bytes() == content(name) for name in FILES)

@@ -45,7 +45,7 @@ from .failures import cause as _cause
 from .failures import failed_file as _failed_file
 from .failures import hub as _hub
 from .hashing import ArrivalHasher
-from .layers import Layers, link_into_layer, open_layers
+from .layers import Layers, link_into_layer, links_to, open_layers
 from .layout import RepoCache
 from .locking import RepoLock
 from .repair import Repairer
@@ -597,8 +597,11 @@ class _Engine:
         repaired: list[str] = []
         for f in wanted:
             one = found.get(f.path)
+            if one is None:
+                continue
             problem = problems[f.path]
-            if one is None or (not problem.blob_damaged and os.path.lexists(self.repo.blob(one.entry.blob_name))):
+            blob = self.repo.blob(one.entry.blob_name)
+            if not problem.blob_damaged and os.path.lexists(blob) and not links_to(blob, one.file):
                 continue
             if problem.kind is not ProblemKind.MISSING:
                 self.repair.remove(commit, f, problem)
@@ -638,7 +641,7 @@ class _Engine:
             still: list[ExpectedFile] = []
             fresh: list[ExpectedFile] = []
             for f in needed:
-                problem = check_file(self.repo, snapshot_dir, f)
+                problem = check_file(self.repo, snapshot_dir, f, self.layers.roots)
                 if problem is None:
                     fresh.append(f)
                 elif problem.kind is ProblemKind.OTHER_BLOB and (candidate := self.repair.adopted(commit, f)):

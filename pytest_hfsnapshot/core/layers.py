@@ -318,10 +318,17 @@ def link_into_layer(
         _replace_with_link(link, link_target(entry.path, entry.blob_name))
 
 
+def links_to(path: Path, target: Path) -> bool:
+    """Whether ``path`` is a symlink whose target is exactly ``target``."""
+    try:
+        return os.readlink(path) == str(target)
+    except OSError:
+        return False
+
+
 def _replace_with_link(path: Path, target: str) -> None:
-    with contextlib.suppress(OSError):
-        if os.readlink(path) == target:
-            return
+    if links_to(path, Path(target)):
+        return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     os.symlink(target, tmp)
     try:
@@ -397,4 +404,4 @@ def _is_dropped(session: str | None, root: Path, cache_dir: Path) -> bool:
     return True
 
 
-__all__ = ["DEAD_ERRNOS", "LAYERS_ENV", "Found", "Layers", "env_layers", "link_into_layer", "open_layers"]
+__all__ = ["DEAD_ERRNOS", "LAYERS_ENV", "Found", "Layers", "env_layers", "link_into_layer", "links_to", "open_layers"]
