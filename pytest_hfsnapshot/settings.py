@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Literal, get_args
 
 from .errors import InvalidRequestError
@@ -60,6 +62,9 @@ class Settings:
         max_rate_wait: the longest wait for a rate-limit window of the Hub to reset.
         pins: a pin file (:mod:`pytest_hfsnapshot.core.pins`): the branches and tags it lists
             resolve to their pinned commits without asking the Hub; None: none.
+        cache_layers: read-only huggingface_hub caches searched, in this order, before anything is
+            fetched into ``cache_dir`` (see :mod:`pytest_hfsnapshot.core.layers`); kept as absolute
+            paths with every symlink resolved.
     """
 
     cache_dir: str | os.PathLike[str] | None = None
@@ -73,6 +78,7 @@ class Settings:
     space_check: bool = True
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
     pins: str | os.PathLike[str] | None = None
+    cache_layers: Sequence[str | os.PathLike[str]] = ()
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:
@@ -89,6 +95,7 @@ class Settings:
             raise InvalidRequestError(f"session={self.session!r} is not valid: use letters, digits, '_', '.', '-'.")
         if self.pins is not None and not isinstance(self.pins, str | os.PathLike):
             raise InvalidRequestError(f"pins={self.pins!r} is not valid: give the path of a pin file, or None.")
+        object.__setattr__(self, "cache_layers", _layer_paths(self.cache_layers))
         object.__setattr__(self, "lock_timeout", float(self.lock_timeout))
         object.__setattr__(self, "max_rate_wait", float(self.max_rate_wait))
 
@@ -101,6 +108,20 @@ class Settings:
             cache_dir=self.cache_dir if self.cache_dir is not None else constants.HF_HUB_CACHE,
             offline=bool(constants.HF_HUB_OFFLINE) if self.offline is None else self.offline,
         )
+
+
+def _layer_paths(layers: object) -> tuple[Path, ...]:
+    """``cache_layers`` as absolute, resolved paths; a lone path or an empty one is refused."""
+    if isinstance(layers, str | bytes | os.PathLike) or not isinstance(layers, Iterable):
+        raise InvalidRequestError(f"cache_layers={layers!r} is not valid: give a list of folders.")
+    out: list[Path] = []
+    for layer in layers:
+        if not isinstance(layer, str | os.PathLike) or not os.fspath(layer).strip():
+            raise InvalidRequestError(f"cache_layers: {layer!r} is not a folder path.")
+        path = Path(os.path.realpath(os.path.expanduser(os.fspath(layer))))
+        if path not in out:
+            out.append(path)
+    return tuple(out)
 
 
 def _seconds(value: object) -> bool:

@@ -51,13 +51,14 @@ def test_defaults(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
             "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, "
-            "space_check=True, max_rate_wait=300.0, pins=None, update_pins=False)*"
+            "space_check=True, max_rate_wait=300.0, pins=None, update_pins=False, cache_layers=())*"
         ]
     )
 
 
 def test_command_line_values(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SHOW_OPTIONS)
+    pytester.mkdir("layer")
     result = pytester.runpytest(
         "-s",
         "--hf-on-auth-error=xfail",
@@ -73,21 +74,24 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         "--hf-max-rate-wait=0",
         "--hf-pins=rel/pins.json",
         "--hf-update-pins",
+        "--hf-cache-layer=layer",
     )
     cache = pytester.path / "rel" / "cache"
+    layer = pytester.path / "layer"
     manifest = pytester.path / "out" / "manifest.json"
     pins = pytester.path / "rel" / "pins.json"
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
             f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            f"space_check=False, max_rate_wait=0.0, pins={pins!r}, update_pins=True)*"
+            f"space_check=False, max_rate_wait=0.0, pins={pins!r}, update_pins=True, cache_layers=({layer!r},))*"
         ]
     )
 
 
 def test_ini_twins(pytester: pytest.Pytester) -> None:
     pytester.mkdir("sub")
+    pytester.mkdir("ini-layer")
     pytester.makeini(
         """
         [pytest]
@@ -104,6 +108,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         hf_max_rate_wait = 90
         hf_pins = ci/pins.json
         hf_update_pins = true
+        hf_cache_layers = ini-layer
         """
     )
     pytester.makeconftest(SHOW_OPTIONS)
@@ -112,11 +117,12 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
     cache = pytester.path / "ini-cache"
     manifest = pytester.path / "m.json"
     pins = pytester.path / "ci" / "pins.json"
+    layer = pytester.path / "ini-layer"
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
             f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            f"space_check=False, max_rate_wait=90.0, pins={pins!r}, update_pins=True)*"
+            f"space_check=False, max_rate_wait=90.0, pins={pins!r}, update_pins=True, cache_layers=({layer!r},))*"
         ]
     )
 

@@ -11,7 +11,9 @@ from typing import Any, TypeVar
 import pytest
 from huggingface_hub import constants as hf_constants
 
+from ..core.layers import LAYERS_ENV, env_layers, open_layers
 from ..core.offline import env_offline
+from ..errors import InvalidRequestError
 from ..settings import (
     AUTH_ACTIONS,
     DEFAULT_AUTH_ACTION,
@@ -54,6 +56,8 @@ class Options:
     pins: Path | None = None
     #: Resolve every snapshot on the Hub and write the pin file at the end (``--hf-update-pins``).
     update_pins: bool = False
+    #: Read-only caches searched, in order, before anything is fetched into the cache (resolved paths).
+    cache_layers: tuple[Path, ...] = ()
 
     def settings(self, session: str) -> Settings:
         """How this run's snapshots are made, for the processes of test session ``session``."""
@@ -69,6 +73,7 @@ class Options:
             max_rate_wait=self.max_rate_wait,
             # An update asks the Hub for every branch: the file's old commits are what it replaces.
             pins=None if self.update_pins else self.pins,
+            cache_layers=self.cache_layers,
         )
 
     def effective_cache_dir(self) -> Path:
@@ -139,6 +144,23 @@ def add_options(parser: pytest.Parser) -> None:
         "string",
         "",
         metavar="PATH",
+    )
+    group.addoption(
+        "--hf-cache-layer",
+        dest="hf_cache_layers",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="a read-only huggingface_hub cache (a mounted bucket, a cache baked into an image) searched before "
+        "anything is fetched into the cache; what it holds is linked, never fetched or copied, and nothing is "
+        f"written into it; repeat for more, searched in order (ini: hf_cache_layers; env: {LAYERS_ENV}, "
+        "paths separated by os.pathsep)",
+    )
+    parser.addini(
+        "hf_cache_layers",
+        help="read-only huggingface_hub caches searched before anything is fetched into the cache, one path a line",
+        type="linelist",
+        default=[],
     )
     add(
         "--hf-prefetch-only",
@@ -258,6 +280,23 @@ def read_options(config: pytest.Config) -> Options:
             f"{update_where} asks the Hub what every branch and tag points at, and {why} makes this run "
             "offline: drop one of them"
         )
+
+    def layers(cache_dir: Path | None) -> tuple[Path, ...]:
+        """The layers of the command line, else of the ini file, else of the environment; each readable."""
+        value, where, base = raw("hf_cache_layers")
+        if where.startswith("--"):
+            where = "--hf-cache-layer"  # the flag is singular, repeated
+        if not value:
+            value, where, base = env_layers(), LAYERS_ENV, config.invocation_params.dir
+        paths = [(base / Path(str(text).strip()).expanduser()).resolve() for text in value if str(text).strip()]
+        writable = cache_dir if cache_dir is not None else Path(hf_constants.HF_HUB_CACHE)
+        try:
+            open_layers(paths, cache_dir=writable, session=None)
+        except InvalidRequestError as error:
+            raise pytest.UsageError(f"{where}: {error}") from None
+        return tuple(dict.fromkeys(paths))
+
+    cache_dir = path("hf_cache_dir")
     return Options(
         # HF_HUB_OFFLINE is read here too: see pytest_hfsnapshot.offline.
         offline=offline,
@@ -269,7 +308,7 @@ def read_options(config: pytest.Config) -> Options:
             "hf_lock_timeout", integer=False, minimum=0, inclusive=False, wanted="a number of seconds > 0"
         ),
         verify=choice("hf_verify", VERIFY_MODES),
-        cache_dir=path("hf_cache_dir"),
+        cache_dir=cache_dir,
         prefetch_only=flag("hf_prefetch_only"),
         manifest=path("hf_manifest"),
         space_check=not flag("hf_no_space_check"),
@@ -278,6 +317,7 @@ def read_options(config: pytest.Config) -> Options:
         ),
         pins=pins,
         update_pins=bool(update_pins),
+        cache_layers=layers(cache_dir),
     )
 
 
