@@ -9,7 +9,7 @@ import re
 import time
 
 import pytest
-from conftest import file_fetches, xet_in_use
+from conftest import file_byte_bodies, file_fetches, xet_in_use
 
 from pytest_hfsnapshot import TransientError, UnverifiedRevisionError, materialize
 from pytest_hfsnapshot.core.layout import RepoCache
@@ -26,19 +26,10 @@ from .conftest import (
 
 REPO = "org/faulty"
 FILE_PATTERN = "*/resolve/*/model.safetensors"
-# The bytes of a Xet-backed file: its xorb ranges. FILE_PATTERN also matches its reconstruction
-# answer (JSON, the first body of the fetch), so a cut or a flipped byte meant for the file's
-# bytes is aimed here when Xet is in use. repo_files has one LFS file: these xorbs are its own.
-XORB_PATTERN = "*/xorbs/*"
 
 
 def _count(hub: LocalHub, pattern: str, status: int | None = None, method: str | None = None) -> int:
     return hub.request_count(pattern, method=method, status=status)
-
-
-def _body_pattern(hub: LocalHub, files: dict[str, bytes], name: str) -> str:
-    """Where the bytes of repo file ``name`` come from: the xorbs for a Xet file, else its resolve path."""
-    return XORB_PATTERN if xet_backed(hub, name, files[name]) else f"*/resolve/*/{name}"
 
 
 # hf_xet answers a 429 of the CAS with its own backoff, whatever Retry-After says. Measured with
@@ -204,19 +195,19 @@ def test_cut_bodies_are_retried_and_verified(
 ) -> None:
     files = repo_files(16)
     local_hub.add_repo(REPO, files)
-    body = _body_pattern(local_hub, files, name)
-    local_hub.cut(body, after_bytes, times=times)
+    pattern = f"*/resolve/*/{name}"
+    local_hub.cut(pattern, after_bytes, times=times)
 
     snap = materialize(REPO, retries=2)
 
     assert_snapshot_matches(snap.path, files)
     assert local_hub.pending_faults() == []
-    # One body per try (200, or 206 for a resumed or ranged one), cut ones included; redirects aside.
-    bodies = _count(local_hub, body, 200, method="GET") + _count(local_hub, body, 206, method="GET")
-    assert bodies == times + 1
-    if body == XORB_PATTERN:
+    # One body of the file's bytes per try (200, or 206 for a resumed or ranged one), cut ones
+    # included; redirects aside. repo_files' LFS file is small enough for one xorb range.
+    assert file_byte_bodies(local_hub, pattern) == times + 1
+    if xet_backed(local_hub, name, files[name]):
         # hf_xet fetches the cut xorb range again itself, inside the one fetch of the file.
-        assert file_fetches(local_hub, f"*/resolve/*/{name}") == 1
+        assert file_fetches(local_hub, pattern) == 1
     assert incomplete_files(local_hub.cache_dir, REPO) == []
 
 
@@ -239,26 +230,27 @@ def test_corrupted_bodies_are_caught_by_hash_and_refetched(local_hub: LocalHub, 
     files = repo_files(18)
     local_hub.add_repo(REPO, files)
     # The file's bytes are flipped (hf_xet does not check the chunks it reassembles).
-    local_hub.corrupt(_body_pattern(local_hub, files, name))
+    local_hub.corrupt(f"*/resolve/*/{name}")
 
     snap = materialize(REPO, retries=2)
 
     assert_snapshot_matches(snap.path, files)
     assert local_hub.pending_faults() == []
     assert file_fetches(local_hub, f"*/resolve/*/{name}") == 2
+    assert file_byte_bodies(local_hub, f"*/resolve/*/{name}") == 2
 
 
 def test_corruption_beyond_budget_leaves_nothing_trusted(local_hub: LocalHub) -> None:
     files = repo_files(19)
     commit = local_hub.add_repo(REPO, files)
-    local_hub.corrupt(_body_pattern(local_hub, files, "model.safetensors"), times=500)
+    local_hub.corrupt(FILE_PATTERN, times=500)
 
     with pytest.raises(TransientError) as caught:
         materialize(REPO, retries=1)
 
     assert caught.value.filename == "model.safetensors"
     # One fetch per attempt of ours (retries=1), each caught by its hash.
-    assert file_fetches(local_hub, FILE_PATTERN) == 2
+    assert file_fetches(local_hub, FILE_PATTERN) == file_byte_bodies(local_hub, FILE_PATTERN) == 2
     # The flipped bytes have the right size: left in place, a size check would trust them later.
     repo = RepoCache(local_hub.cache_dir, REPO, "model")
     assert not (repo.snapshot_dir(commit) / "model.safetensors").exists()
