@@ -330,7 +330,9 @@ class LocalHub:
     def cut(self, pattern: str, after_bytes: int, times: int = 1) -> None:
         """Send the full ``Content-Length``, then ``after_bytes`` of the body, then close the connection.
 
-        Counts only 2xx responses with a body (not HEAD); the cut bytes count in ``bytes_served``.
+        A body of ``after_bytes`` or fewer is sent but for its last byte: every use cuts a body
+        short. Counts only 2xx responses with a body (not HEAD); the bytes sent count in
+        ``bytes_served``.
         For a Xet-backed file the responses are its xorb ranges, which hf_xet fetches again
         itself; a reconstruction is cut only by a pattern that matches its own path.
         """
