@@ -37,7 +37,7 @@ from ..errors import (
 from ..request import RequestKeywords, SnapshotRequest, is_commit
 from ..settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings, VerifyMode
 from ..snapshot import Snapshot, Source
-from . import failures, gate, outage, refusals, retry, space, state
+from . import failures, gate, outage, refusals, retry, space, state, xet
 from . import listing as listing_mod
 from .credentials import token_set
 from .failures import cause as _cause
@@ -534,16 +534,17 @@ class _Engine:
             failure: BaseException | None = None
             arrivals = ArrivalHasher(self.repo.blobs, needed)
             try:
-                arrivals.run(
-                    snapshot_download,
-                    request.repo_id,
-                    repo_type=request.repo_type,
-                    revision=commit,
-                    cache_dir=str(self.repo.cache_dir),
-                    allow_patterns=list(request.allow_patterns) if request.allow_patterns else None,
-                    ignore_patterns=list(request.effective_ignore) if request.effective_ignore else None,
-                    token=self.settings.token,
-                )
+                with xet.transfer_settings():
+                    arrivals.run(
+                        snapshot_download,
+                        request.repo_id,
+                        repo_type=request.repo_type,
+                        revision=commit,
+                        cache_dir=str(self.repo.cache_dir),
+                        allow_patterns=list(request.allow_patterns) if request.allow_patterns else None,
+                        ignore_patterns=list(request.effective_ignore) if request.effective_ignore else None,
+                        token=self.settings.token,
+                    )
             except HfSnapshotError:
                 raise
             except Exception as error:
