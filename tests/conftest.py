@@ -82,6 +82,23 @@ def file_fetches(hub: LocalHub, resolve_path: str) -> int:
     return hub.request_count(resolve_path, method="GET", status=200)
 
 
+def file_byte_bodies(hub: LocalHub, resolve_path: str) -> int:
+    """How many answers carried some of one repo file's bytes (GET, 200 or 206), cut ones included.
+
+    A small file's bytes come from ``resolve`` itself, an LFS file's from the CDN (plain HTTP) or
+    from xorb ranges (Xet, matched as the file's ``resolve`` path); a Xet reconstruction says
+    where they are and carries none of them.
+    """
+    return sum(
+        1
+        for r in hub.counters().records
+        if r.matches(resolve_path)
+        and r.method == "GET"
+        and r.status in (200, 206)
+        and "/reconstructions/" not in r.path
+    )
+
+
 @pytest.fixture
 def transport(request: pytest.FixtureRequest) -> str:
     """The transfer path of this test run (see the module docstring)."""

@@ -1170,6 +1170,18 @@ def test_cut_json_endpoint(hub: LocalHub) -> None:
     assert hub.served("/api/models/org/tiny/revision/main") == hub.bytes_served == 5
 
 
+@SERVER
+def test_cut_beyond_the_body_still_withholds_its_last_byte(hub: LocalHub) -> None:
+    # A tiny file (or one Xet compresses to a few bytes) is still cut short, not sent whole.
+    hub.cut("*config.json", 1000)
+
+    with pytest.raises(HTTP.RemoteProtocolError):
+        get_session().get(hf_hub_url("org/tiny", "config.json"))
+
+    assert hub.served("*config.json") == len(CONFIG) - 1
+    assert hub.pending_faults() == []
+
+
 @plain_storage
 def test_corrupt_is_stored_by_the_client_under_the_right_name(hub: LocalHub) -> None:
     hub.corrupt("*model.safetensors")

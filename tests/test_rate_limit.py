@@ -15,7 +15,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-from pytest_hfsnapshot import materialize
+from pytest_hfsnapshot import TransientError, materialize
 from pytest_hfsnapshot.core import gate
 from pytest_hfsnapshot.testing.hub import LocalHub, ServedRequest
 
@@ -230,7 +230,7 @@ def test_materialize_outside_pytest_has_a_gate_for_the_call(tmp_path: Path) -> N
         """
         from huggingface_hub.utils import _http
         from pytest_hfsnapshot.core import gate
-        from pytest_hfsnapshot import materialize
+        from pytest_hfsnapshot import TransientError, materialize
         from pytest_hfsnapshot.testing.hub import LocalHub
 
         before = _http._GLOBAL_CLIENT_FACTORY
@@ -249,3 +249,43 @@ def test_materialize_outside_pytest_has_a_gate_for_the_call(tmp_path: Path) -> N
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "GATED" in done.stdout
+
+
+# hf_xet's requests (CAS reconstructions, xorb ranges) go through its own Rust HTTP client: the
+# gate's hooks never see them, nor the 429s they meet. hf_xet retries a 429 after its own backoff
+# (HF_XET_CLIENT_RETRY_* settings, Retry-After ignored), then the engine retries the file after its
+# own; both land inside the window the CAS closed, and no other process of the session learns of it.
+XET_ESCAPES_THE_GATE = (
+    "hf_xet's CAS and xorb requests bypass huggingface_hub's client, so the gate neither records the "
+    "429s they meet nor holds them: hf_xet's own retries and the engine's next try land in the closed window"
+)
+
+
+@pytest.mark.transports("xet", "xet-noshare", "http")
+def test_nothing_reaches_a_files_bytes_inside_the_window_they_closed(
+    local_hub: LocalHub, request: pytest.FixtureRequest
+) -> None:
+    import huggingface_hub.constants as constants
+
+    if local_hub.xet and not constants.HF_HUB_DISABLE_XET:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=XET_ESCAPES_THE_GATE))
+    local_hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": bytes(range(256)) * 256})
+    window = 3
+    # What comes before the file's bytes is admitted, the bytes refused: over Xet the reconstruction
+    # (then the xorb range is refused), over HTTP the HEAD and the resolve's 302 (then the CDN).
+    admitted = 1 if local_hub.xet and not constants.HF_HUB_DISABLE_XET else 2
+    local_hub.rate_limit(admitted, window, pattern="*/resolve/*/model.safetensors")
+
+    outcome: object
+    try:
+        outcome = materialize(REPO, retries=8).source
+    except TransientError as error:  # hf_xet gave up inside the window, and the engine does not retry it
+        outcome = error
+
+    records = sorted(
+        (r for r in local_hub.counters().records if r.matches("*/resolve/*/model.safetensors")), key=lambda r: r.at
+    )
+    assert any(r.status == 429 for r in records)
+    # One file: its requests go one after another, so none was in flight when the 429 came.
+    assert into_windows(records, window, in_flight=0) == []
+    assert outcome == "download"

@@ -45,7 +45,7 @@ from ..settings import (
     VerifyMode,
 )
 from ..snapshot import Snapshot, Source
-from . import error_builders, gate, outage, pins, refusals, retry, space, state
+from . import error_builders, gate, outage, pins, refusals, retry, space, state, xet
 from . import listing as listing_mod
 from ._hf_compat import xet_in_use
 from .credentials import token_set
@@ -671,16 +671,17 @@ class _Engine:
             failure: BaseException | None = None
             arrivals = ArrivalHasher(self.repo.blobs, needed)
             try:
-                arrivals.run(
-                    snapshot_download,
-                    request.repo_id,
-                    repo_type=request.repo_type,
-                    revision=commit,
-                    cache_dir=str(self.repo.cache_dir),
-                    allow_patterns=list(request.allow_patterns) if request.allow_patterns else None,
-                    ignore_patterns=list(request.effective_ignore) if request.effective_ignore else None,
-                    token=self.settings.token,
-                )
+                with xet.transfer_settings():
+                    arrivals.run(
+                        snapshot_download,
+                        request.repo_id,
+                        repo_type=request.repo_type,
+                        revision=commit,
+                        cache_dir=str(self.repo.cache_dir),
+                        allow_patterns=list(request.allow_patterns) if request.allow_patterns else None,
+                        ignore_patterns=list(request.effective_ignore) if request.effective_ignore else None,
+                        token=self.settings.token,
+                    )
             except HfSnapshotError:
                 raise
             except Exception as error:

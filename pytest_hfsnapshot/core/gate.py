@@ -15,8 +15,14 @@ default) still makes the client, and the gate adds two event hooks to it:
 
 An endpoint is an origin plus, on it, the API (``/api/...``) apart from everything else, as the
 Hub keeps separate quotas for its API and its file resolvers. hf_xet's own requests (CAS
-reconstructions, xorb ranges) are made by its Rust HTTP client, out of reach of these hooks;
-its token requests go through huggingface_hub, so they are gated.
+reconstructions, xorb ranges, and with telemetry on its ``POST /v1/telemetry`` after each file)
+are made by its Rust HTTP client, out of reach of these hooks: the gate neither holds them nor
+learns of the 429s they meet. hf_xet retries those itself, ignoring ``Retry-After`` (5 retries,
+each after a random share of 3 s, 9 s, 27 s, 81 s, 243 s by default; ``HF_XET_CLIENT_RETRY_*``),
+so its retries land inside the closed window and no other process of the session waits
+(``tests/test_rate_limit.py`` shows it). The first CAS token of a download is asked by
+huggingface_hub, so it is gated; a token hf_xet refreshes mid-download (it is handed the token
+route) is asked by hf_xet itself, so it is not.
 
 Removing the gate puts the factory that was in place back (unless the user set another one
 meanwhile) and closes the gated client: nothing of it outlives the session.

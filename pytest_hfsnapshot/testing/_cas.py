@@ -37,6 +37,9 @@ _BOOKEND = b"\xff" * 32
 _FLAG_VERIFICATION = 1 << 31
 _FLAG_METADATA_EXT = 1 << 30
 _CHUNK_HEADER = 8
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_BLOCK_CHECKSUM, _LZ4_CONTENT_SIZE, _LZ4_CONTENT_CHECKSUM, _LZ4_DICT_ID = 0x10, 0x08, 0x04, 0x01
+_LZ4_STORED_BLOCK = 1 << 31
 _HEX = frozenset("0123456789abcdef")
 
 XorbUrl = Callable[[str, int, int], str]
@@ -80,6 +83,41 @@ class _Chunk:
     byte_start: int  # of its header in the xorb file
     byte_end: int  # exclusive
     size: int  # uncompressed
+
+
+def _flip_in_payload(scheme: int, payload: bytes) -> int:
+    """The offset of a byte of a chunk payload that decodes to exactly one byte of the chunk, or raise.
+
+    Scheme 0 stores the chunk as is: its middle byte. Schemes 1 (LZ4) and 2 (byte-grouped, then
+    LZ4) hold one LZ4 frame, as lz4_flex writes it (no block or content checksum). LZ4 ends every
+    compressed block with literals (its last five input bytes are always literals, copied by no
+    later match), so the last byte of the frame's last block is the block's last decoded byte; in
+    a stored block, its middle byte. Byte grouping only moves that byte to another place in the
+    chunk. Compressed or not, the length stays. A chunk a file uses twice (deduplicated repeats)
+    shows the wrong byte at each place.
+    """
+    if scheme == 0:
+        return len(payload) // 2
+    if scheme not in (1, 2) or payload[:4] != _LZ4_MAGIC:
+        raise ValueError(f"a xorb chunk of compression scheme {scheme} that is not an LZ4 frame: cannot corrupt it")
+    flags = payload[4]
+    if flags & (_LZ4_BLOCK_CHECKSUM | _LZ4_CONTENT_CHECKSUM):
+        raise ValueError("a checksummed LZ4 frame in a xorb chunk: a flipped byte would fail the client's decoder")
+    # Magic, FLG, BD, the optional content size and dictionary id, then the header checksum.
+    pos = 7 + (8 if flags & _LZ4_CONTENT_SIZE else 0) + (4 if flags & _LZ4_DICT_ID else 0)
+    last_block: tuple[int, int, bool] | None = None
+    while True:
+        (word,) = struct.unpack_from("<I", payload, pos)
+        pos += 4
+        if word == 0:  # the end mark
+            break
+        size = word & ~_LZ4_STORED_BLOCK
+        last_block = (pos, size, bool(word & _LZ4_STORED_BLOCK))
+        pos += size
+    if last_block is None or last_block[1] == 0:
+        raise ValueError("an LZ4 frame with no data in a xorb chunk: cannot corrupt it")
+    start, size, stored = last_block
+    return start + size // 2 if stored else start + size - 1
 
 
 class XetStore:
@@ -263,6 +301,24 @@ class XetStore:
             return self._xorb_path(xorb).stat().st_size
         except FileNotFoundError:
             return None
+
+    def flip_offset(self, xorb: str, first: int, last: int) -> int:
+        """Where to flip one byte of xorb bytes ``first..last`` so that the file they decode to changes in one byte.
+
+        The offset (from ``first``) of a byte in the payload of the middle chunk wholly inside the
+        range: hf_xet decodes it to one wrong byte of the same length (see :func:`_flip_in_payload`);
+        a flipped header byte or LZ4 control byte would make it fail instead. A range holding no
+        whole chunk known to the store (none a reconstruction handed out): its middle byte.
+        """
+        with self._lock:
+            inside = [
+                (start, end) for start, end, _ in self._layouts.get(xorb, ()) if first <= start and end - 1 <= last
+            ]
+        if not inside:
+            return (last - first) // 2
+        start, end = inside[len(inside) // 2]
+        chunk = self.read_xorb(xorb, start, end - 1)
+        return start - first + _CHUNK_HEADER + _flip_in_payload(chunk[4], chunk[_CHUNK_HEADER:])
 
     def read_xorb(self, xorb: str, first: int, last: int) -> bytes:
         """Bytes ``first..last`` (inclusive) of a xorb file (check :meth:`xorb_size` first)."""

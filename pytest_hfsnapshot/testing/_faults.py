@@ -2,7 +2,8 @@
 
 A request is matched by its own percent-decoded path and by its aliases (the repo file a CDN or
 CAS request is for, as ``/{prefix}{repo}/resolve/{commit}/{path}``), so one pattern reaches a
-file whichever way the client fetches it.
+file whichever way the client fetches it. The caller passes the paths to match: for ``cut`` and
+``corrupt`` on a CAS reconstruction, its own path only (it carries no file bytes).
 """
 
 from __future__ import annotations

@@ -6,12 +6,14 @@ sockets here: :mod:`._server` reads requests, applies the fault plan and writes 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import math
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlencode
@@ -20,7 +22,7 @@ from ..request import REPO_TYPES, is_commit, repo_type_of_prefix
 from ._cas import XetStore, is_xet_hash
 from ._repos import Blob, Commit, Repo, Repos, resolve_path
 
-__all__ = ["HubSettings", "Origin", "Reply", "Routes", "error_reply"]
+__all__ = ["HubSettings", "Origin", "Reply", "Routes", "carries_file_bytes", "error_reply"]
 
 Origin = Literal["hub", "cdn", "cas"]
 _API_PLURALS = {f"{repo_type}s": repo_type for repo_type in REPO_TYPES}  # /api/{models|datasets|spaces}/...
@@ -62,6 +64,14 @@ class Reply:
     status: int
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    # Where a ``corrupt`` fault flips a byte of ``body`` (None: its middle byte). Asked only then.
+    flip_at: Callable[[], int] | None = None
+
+    def corrupted(self) -> Reply:
+        """This reply with one byte of its body flipped, same length."""
+        at = len(self.body) // 2 if self.flip_at is None else self.flip_at()
+        body = self.body[:at] + bytes([self.body[at] ^ 0xFF]) + self.body[at + 1 :]
+        return dataclasses.replace(self, body=body, flip_at=None)
 
 
 def json_reply(payload: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Reply:
@@ -221,9 +231,11 @@ class Routes:
         if span is None:
             return error_reply(416, None, f"Range not satisfiable: {wanted}", {"Content-Range": f"bytes */{size}"})
         data = self.store.read_xorb(xorb, *span)
+        # A flipped byte in a chunk's header or in LZ4 control bytes makes hf_xet fail, not keep it.
+        flip_at = functools.partial(self.store.flip_offset, xorb, *span)
         if wanted is None:
-            return Reply(200, data, base)
-        return Reply(206, data, {**base, "Content-Range": f"bytes {span[0]}-{span[1]}/{size}"})
+            return Reply(200, data, base, flip_at)
+        return Reply(206, data, {**base, "Content-Range": f"bytes {span[0]}-{span[1]}/{size}"}, flip_at)
 
     # -- the Hub API -----------------------------------------------------------------------
 
@@ -405,6 +417,15 @@ class Routes:
             reply_headers["X-Linked-Etag"] = f'"{etag}"'
             reply_headers["X-Linked-Size"] = str(len(data))
         return _file_reply(data, headers.get("range"), reply_headers)
+
+
+def carries_file_bytes(origin: Origin, raw_path: str) -> bool:
+    """Whether a 2xx body answering ``raw_path`` on ``origin`` is a repo file's bytes, or a range of them.
+
+    Not so for a CAS reconstruction: JSON that says which xorb ranges hold them.
+    """
+    segments = raw_path.split("/")[1:]
+    return not (origin == "cas" and len(segments) == 3 and segments[1] == "reconstructions")
 
 
 def _file_reply(data: bytes, wanted: str | None, headers: Mapping[str, str]) -> Reply:

@@ -1,8 +1,9 @@
 """The local Hub's HTTP side: listening origins, request handling, fault plan, counters and pacing.
 
-Each request goes through :meth:`Exchange.answer` (fault plan first, then the routes, then the
-counter entry) and its body through :meth:`Exchange.write` (pacing and byte counts); the
-handler only reads the request and writes what it is given, cut or corrupted as the fault says.
+Each request goes through :meth:`Exchange.answer` (fault plan first, then the routes, a
+``corrupt`` fault, then the counter entry) and its body through :meth:`Exchange.write` (pacing
+and byte counts); the handler only reads the request and writes what it is given, cut where a
+``cut`` fault says.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from urllib.parse import unquote
 
 from ._counters import Entry, RequestLog
 from ._faults import Fault, FaultPlan, Pacer
-from ._routes import Origin, Reply, Routes, error_reply
+from ._routes import Origin, Reply, Routes, carries_file_bytes, error_reply
 
 __all__ = ["CDN_HOST", "LOOPBACK_HOSTS", "Exchange", "Servers"]
 
@@ -41,12 +42,15 @@ class Exchange:
     def answer(
         self, origin: Origin, method: str, raw_path: str, query: str, headers: Mapping[str, str], payload: bytes
     ) -> tuple[Reply, Fault | None, Entry]:
-        """The reply to one request, the body fault to apply to it, and its counter entry."""
+        """The reply to one request (a ``corrupt`` fault already applied), the fault it got, and its counter entry."""
         arrived = time.time()
         path = unquote(raw_path)
         aliases = self.routes.aliases(origin, raw_path, query, headers)
         refusal = self.faults.rate_limited((path, *aliases))
         fault = None if refusal is not None else self.faults.take(method, (path, *aliases), with_body=False)
+        # cut and corrupt aimed at a file reach the bodies holding its bytes: a reconstruction
+        # (JSON) is matched by its own path only, the xorb ranges it names by the file's too.
+        body_paths = (path, *aliases) if carries_file_bytes(origin, raw_path) else (path,)
         if refusal is not None:
             reply = error_reply(429, None, f"local Hub: rate limit reached for {path}", refusal)
         elif fault is not None:
@@ -60,7 +64,12 @@ class Exchange:
             except Exception as exc:  # a bug here must reach the client as a 500, not a hung socket
                 reply = error_reply(500, None, f"local Hub error: {exc!r}")
             if method != "HEAD" and reply.body and 200 <= reply.status < 300:
-                fault = self.faults.take(method, (path, *aliases), with_body=True)
+                fault = self.faults.take(method, body_paths, with_body=True)
+            if fault is not None and fault.kind == "corrupt":
+                try:
+                    reply = reply.corrupted()
+                except Exception as exc:  # as above: a 500 the test sees
+                    reply = error_reply(500, None, f"local Hub error corrupting {path}: {exc!r}")
         entry = self.log.record(origin, method, path, reply.status, aliases, at=arrived)
         return reply, fault, entry
 
@@ -245,9 +254,6 @@ class _Handler(BaseHTTPRequestHandler):
         reply, fault, entry = exchange.answer(self.server.origin, method, raw_path, query, headers, payload)
         body = reply.body
         sends_body = method != "HEAD"
-        if fault is not None and fault.kind == "corrupt":
-            middle = len(body) // 2
-            body = body[:middle] + bytes([body[middle] ^ 0xFF]) + body[middle + 1 :]
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)
@@ -258,7 +264,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not sends_body:
             return
         cut = fault is not None and fault.kind == "cut"
-        to_send = body[: fault.after_bytes] if fault is not None and cut else body
+        # At most all but the last byte: a body shorter than after_bytes (a tiny file, or a xorb
+        # range Xet compressed to a few bytes) is still cut short, never sent whole.
+        to_send = body[: min(fault.after_bytes, len(body) - 1)] if fault is not None and cut else body
         try:
             exchange.write(self.wfile.write, entry, to_send)
         except OSError:

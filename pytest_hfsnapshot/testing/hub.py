@@ -64,7 +64,13 @@ and commit), so ``fail("*model.safetensors", 503)`` fails the file whichever way
 fetches it. Each request first looks for a ``fail`` entry (HEAD included); one that fails gets
 no other fault. Otherwise a 2xx response with a non-empty body (not HEAD, not an error answer)
 looks for a ``cut``/``corrupt`` entry. Within each kind the first entry added that matches and
-is not used up is used, and counts one use. ``rate_limit`` is looked at before either: a request
+is not used up is used, and counts one use. ``cut`` and ``corrupt`` aimed at a Xet-backed file
+act on the responses that carry its bytes, the xorb ranges; its reconstruction (JSON) matches
+them by its own path only (``"*/reconstructions/*"``). ``corrupt`` flips a byte of the payload of
+one chunk of the range, where hf_xet decodes it to one wrong byte of the file (a chunk stored as
+is: its middle byte; an LZ4 or byte-grouped LZ4 chunk: the last literal of its frame), so the
+client keeps a file of the right length with one byte wrong, as over plain HTTP (a chunk the file
+repeats shows the wrong byte at each repeat). ``rate_limit`` is looked at before either: a request
 it refuses gets a 429 like huggingface.co's and no other fault. ``slow`` paces the bodies of every
 origin together. Each record of ``counters()`` carries the time its request arrived (``at``).
 """
@@ -324,14 +330,23 @@ class LocalHub:
     def cut(self, pattern: str, after_bytes: int, times: int = 1) -> None:
         """Send the full ``Content-Length``, then ``after_bytes`` of the body, then close the connection.
 
-        Counts only 2xx responses with a body (not HEAD); the cut bytes count in ``bytes_served``.
+        A body of ``after_bytes`` or fewer is sent but for its last byte: every use cuts a body
+        short. Counts only 2xx responses with a body (not HEAD); the bytes sent count in
+        ``bytes_served``.
+        For a Xet-backed file the responses are its xorb ranges, which hf_xet fetches again
+        itself; a reconstruction is cut only by a pattern that matches its own path.
         """
         if after_bytes < 0:
             raise ValueError(f"after_bytes must be >= 0, got {after_bytes}")
         self._faults.add(Fault("cut", pattern, times, after_bytes=after_bytes))
 
     def corrupt(self, pattern: str, times: int = 1) -> None:
-        """Flip one byte (the middle one) of the body, same length; counts like ``cut``."""
+        """Flip one byte of the body, same length; counts like ``cut``.
+
+        The client ends with one wrong byte in the file: the body's middle byte for a file served
+        by HTTP; for a Xet-backed file, a byte of one of its xorb ranges that hf_xet decodes to
+        one wrong byte (it checks lengths only). Any other body: its middle byte.
+        """
         self._faults.add(Fault("corrupt", pattern, times))
 
     def slow(self, bytes_per_second: float | None) -> None:
