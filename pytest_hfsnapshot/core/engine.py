@@ -48,7 +48,7 @@ from .failures import failed_file as _failed_file
 from .failures import hub as _hub
 from .hashing import ArrivalHasher
 from .layout import RepoCache
-from .locking import RepoLock
+from .locking import RepoLock, wait_for_client_lock
 from .repair import Repairer
 from .verify import ExpectedFile, check_file, hash_mismatches
 
@@ -618,13 +618,16 @@ class _Engine:
     def _transfer(self, commit: str, files: list[ExpectedFile]) -> None:
         """Fetch ``files`` at ``commit``, one ``hf_hub_download`` each, as ``snapshot_download`` does
         (the listing is cached and the revision a commit, so none asks the Hub for either again),
-        checking before each that the repo lock is still this process's.
+        checking before each that the repo lock is still this process's, after waiting (within the
+        lock timeout) for the client's own lock of that file.
 
         Every file is tried (a failure stops no other); then the first failure in listing order
         is raised, a lost lock before any other.
         """
 
         def fetch(f: ExpectedFile) -> None:
+            self.still_held()
+            wait_for_client_lock(self.repo, f.blob_name, f.path, self.settings.lock_timeout)
             self.still_held()
             log.debug("hfsnapshot: fetching %s of %s", f.path, self.request.label)
             hf_hub_download(

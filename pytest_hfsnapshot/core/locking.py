@@ -360,6 +360,32 @@ class _LeaseWatch:
         return None
 
 
+def wait_for_client_lock(repo: RepoCache, etag: str, filename: str, timeout: float) -> None:
+    """Return once huggingface_hub's per-blob lock of ``etag`` is free; LockTimeoutError after ``timeout``.
+
+    The client waits for that lock without a timeout, logging every ten seconds: behind a process
+    that keeps it (paused, hung, or on a host that stopped without releasing it) a download would
+    wait for good. So the lock is taken and given back first, here, with the lock timeout; the
+    client then takes it at once, or after a live downloader of the same file.
+    """
+    path = repo.blob_lock(etag)
+    repo.make_folders(path.parent)
+    started = time.monotonic()
+    # The client's own mode, so that every user of a shared cache can take it too.
+    lock = FileLock(str(path), mode=0o664, timeout=timeout, is_singleton=False)
+    try:
+        with lock:
+            pass
+    except Timeout:
+        raise LockTimeoutError(
+            f"Timed out after {time.monotonic() - started:.0f}s waiting for huggingface_hub's lock on {filename} "
+            f"of {repo.repo_type} {repo.repo_id!r} ({path}): another process is downloading that file and has "
+            "not let go of it (a paused or hung process keeps it). Stop that process, or raise "
+            "--hf-lock-timeout to wait longer.",
+            repo_id=repo.repo_id,
+        ) from None
+
+
 def clear_client_markers(repo: RepoCache, host: str) -> list[Path]:
     """Remove huggingface_hub's lock markers of ``repo`` that ``host`` left; the paths removed.
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,16 @@ from pytest_hfsnapshot.core.layout import RepoCache
 from pytest_hfsnapshot.core.locking import MODE_ENV
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-from .conftest import Child, assert_each_file_crossed_once, assert_snapshot_matches, repo_files, start_together
+from .conftest import (
+    OTHER_HOST,
+    Child,
+    assert_each_file_crossed_once,
+    assert_snapshot_matches,
+    repo_files,
+    start_together,
+)
 
 REPO = "org/locked"
-OTHER_HOST = "hfsnapshot-elsewhere"
 
 
 @pytest.fixture(params=["kernel", "lease"])
@@ -82,19 +87,6 @@ def test_lease_end_to_end(local_hub: LocalHub, children: Any, tmp_path: Path, mo
     repo = RepoCache(local_hub.cache_dir, REPO, "model")
     assert not repo.lock_path.exists(), "the kernel lock file was used in lease mode"
     assert not repo.soft_lock_path.exists(), "the lease marker outlived its holders"
-
-
-@pytest.fixture
-def other_host() -> list[str]:
-    """A command prefix that runs a program under another hostname (``unshare -u``, needs root)."""
-    prefix = ["unshare", "-u", "sh", "-c", f'hostname {OTHER_HOST} && exec "$0" "$@"']
-    try:
-        probe = subprocess.run([*prefix, "hostname"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        pytest.skip(f"unshare is not usable here: {error}")
-    if probe.returncode != 0 or probe.stdout.strip() != OTHER_HOST:
-        pytest.skip(f"unshare -u is not permitted here: {probe.stderr.strip() or probe.stdout.strip()}")
-    return prefix
 
 
 @pytest.mark.parametrize("alive", [True, False], ids=["alive", "killed"])
