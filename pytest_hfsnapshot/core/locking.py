@@ -313,17 +313,19 @@ class RepoLock(Generic[T]):
             runs_out = datetime.fromtimestamp(renewed + lease, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             ago = max(0.0, time.time() - renewed)
             how = (
-                f"This lock is a lease (no flock in {self.repo.lock_path.parent}, or {MODE_ENV}=lease) that "
-                f"its holder renews every {lease / 3:.3g}s. It was last renewed {ago:.0f}s ago; its lease runs "
+                f"This lock is a lease (flock does not work in that folder, or {MODE_ENV}=lease) that its "
+                f"holder renews every {lease / 3:.3g}s. It was last renewed {ago:.0f}s ago; its lease runs "
                 f"out at {runs_out} unless renewed again, and a waiter on any host then takes it over. If that "
                 f"process is gone, wait longer than the {lease:g}s lease: raise --hf-lock-timeout."
             )
-        elif self.mode == "lease":
+        elif self.mode == "lease" and _read_marker(self.repo.soft_lock_path) is not None:
             how = (
                 f"Its marker {self.repo.soft_lock_path} is a soft lock without a lease (an older "
                 "pytest-hfsnapshot), which a holder on another host never loses: if that process is gone, "
                 "remove the marker by hand. Raise --hf-lock-timeout to wait longer."
             )
+        elif self.mode == "lease":
+            how = "This lock is a lease, which its holder released just now: run again."
         else:
             how = (
                 "The kernel frees this lock when its holder exits, so that process is still running: "

@@ -275,6 +275,23 @@ def test_the_lock_timeout_names_the_holder_and_when_its_lease_runs_out(
 
 
 @pytest.mark.transports("xet")
+def test_a_soft_lock_of_an_older_release_on_another_host_is_named_for_removal(
+    local_hub: LocalHub, lease: float
+) -> None:
+    local_hub.add_repo(REPO, shards(6, 1))
+    repo = RepoCache(local_hub.cache_dir, REPO, "model")
+    repo.make_folders(repo.soft_lock_path.parent)
+    repo.soft_lock_path.write_text("4242\nci-old\n")  # filelock's SoftFileLock marker, no lease
+
+    with pytest.raises(LockTimeoutError) as caught:
+        materialize(REPO, lock_timeout=1)
+    message = str(caught.value)
+    assert "pid 4242 on host ci-old" in message and "remove the marker by hand" in message, message
+    assert str(repo.soft_lock_path) in message, message
+    assert repo.soft_lock_path.read_text() == "4242\nci-old\n"
+
+
+@pytest.mark.transports("xet")
 @pytest.mark.parametrize("value", [4, float("inf")])
 def test_a_lease_below_five_seconds_is_refused(
     local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch, value: float
