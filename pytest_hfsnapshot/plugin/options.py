@@ -17,17 +17,20 @@ from ..errors import InvalidRequestError
 from ..settings import (
     AUTH_ACTIONS,
     DEFAULT_AUTH_ACTION,
+    DEFAULT_LOCK_LEASE,
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_MAX_RATE_WAIT,
     DEFAULT_MISSING_ACTION,
     DEFAULT_RETRIES,
     DEFAULT_VERIFY,
+    MIN_LOCK_LEASE,
     MISSING_ACTIONS,
     VERIFY_MODES,
     AuthAction,
     MissingAction,
     Settings,
     VerifyMode,
+    lock_lease_from_env,
 )
 
 _Choice = TypeVar("_Choice", bound=str)
@@ -58,6 +61,8 @@ class Options:
     update_pins: bool = False
     #: Read-only caches searched, in order, before anything is fetched into the cache (resolved paths).
     cache_layers: tuple[Path, ...] = ()
+    #: Seconds a lease lock lasts without renewal (``--hf-lock-lease``, else ``HFSNAPSHOT_LOCK_LEASE``).
+    lock_lease: float = DEFAULT_LOCK_LEASE
 
     def settings(self, session: str) -> Settings:
         """How this run's snapshots are made, for the processes of test session ``session``."""
@@ -74,6 +79,7 @@ class Options:
             # An update asks the Hub for every branch: the file's old commits are what it replaces.
             pins=None if self.update_pins else self.pins,
             cache_layers=self.cache_layers,
+            lock_lease=self.lock_lease,
         )
 
     def effective_cache_dir(self) -> Path:
@@ -129,6 +135,15 @@ def add_options(parser: pytest.Parser) -> None:
         f"seconds to wait for another process holding a repo lock (default {DEFAULT_LOCK_TIMEOUT:g})",
         "string",
         f"{DEFAULT_LOCK_TIMEOUT:g}",
+        metavar="SECONDS",
+    )
+    add(
+        "--hf-lock-lease",
+        "seconds a lease lock (a cache without flock, or HFSNAPSHOT_LOCK_MODE=lease) lasts without renewal "
+        "before a waiter on any host takes it over; every host sharing the cache must use the same "
+        f"(default: HFSNAPSHOT_LOCK_LEASE, else {DEFAULT_LOCK_LEASE:g}; at least {MIN_LOCK_LEASE:g})",
+        "string",
+        "",
         metavar="SECONDS",
     )
     add(
@@ -261,6 +276,21 @@ def read_options(config: pytest.Config) -> Options:
             raise pytest.UsageError(f"{where}: invalid value {value!r}; use {wanted}")
         return parsed
 
+    def lease() -> float:
+        value, _, _ = raw("hf_lock_lease")
+        if not str(value).strip():
+            try:
+                return lock_lease_from_env()
+            except InvalidRequestError as error:
+                raise pytest.UsageError(str(error)) from None
+        return number(
+            "hf_lock_lease",
+            integer=False,
+            minimum=MIN_LOCK_LEASE,
+            inclusive=True,
+            wanted=f"a number of seconds >= {MIN_LOCK_LEASE:g}",
+        )
+
     def path(name: str) -> Path | None:
         value, _, base = raw(name)
         text = str(value).strip()
@@ -318,6 +348,7 @@ def read_options(config: pytest.Config) -> Options:
         pins=pins,
         update_pins=bool(update_pins),
         cache_layers=layers(cache_dir),
+        lock_lease=lease(),
     )
 
 
