@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hosts import host_prefix
 
 from pytest_hfsnapshot import LockTimeoutError, materialize
 from pytest_hfsnapshot.core.layout import RepoCache
@@ -87,14 +87,7 @@ def test_soft_lock_end_to_end(local_hub: LocalHub, children: Any, tmp_path: Path
 @pytest.fixture
 def other_host() -> list[str]:
     """A command prefix that runs a program under another hostname (``unshare -u``, needs root)."""
-    prefix = ["unshare", "-u", "sh", "-c", f'hostname {OTHER_HOST} && exec "$0" "$@"']
-    try:
-        probe = subprocess.run([*prefix, "hostname"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        pytest.skip(f"unshare is not usable here: {error}")
-    if probe.returncode != 0 or probe.stdout.strip() != OTHER_HOST:
-        pytest.skip(f"unshare -u is not permitted here: {probe.stderr.strip() or probe.stdout.strip()}")
-    return prefix
+    return host_prefix(OTHER_HOST)
 
 
 @pytest.mark.parametrize("alive", [True, False], ids=["alive", "killed"])
