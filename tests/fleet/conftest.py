@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -43,6 +44,15 @@ from pytest_hfsnapshot.testing.hub import LocalHub
 from .storage import PREFIX, MotoServer, Rclone, RcloneMount, StorageError, fuse_problem, moto_problem
 
 HOSTS = ("fleet-a", "fleet-b")
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout:.0f}s: {what}")
+        time.sleep(0.02)
 
 
 @pytest.fixture(scope="session")

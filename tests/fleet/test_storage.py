@@ -10,7 +10,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from reliability.conftest import Child, repo_files
 
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-from .conftest import Mount
+from .conftest import Mount, wait_until
 from .storage import DEAD_MOUNT_ERRNOS, MotoServer, Rclone, mounted, read_error
 
 REPO = "org/stored"
@@ -101,13 +100,6 @@ def test_mount_refuses_writes(local_hub: LocalHub, tmp_path: Path, s3_layer: Cal
     assert (mount.layer / "models--org--stored" / "file").read_text() == "x"
 
 
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout:.0f}s: {what}"
-        time.sleep(0.05)
-
-
 def test_detached_mount_leaves_the_tree_and_rclone_exits(
     rclone: Rclone, tmp_path: Path, s3_layer: Callable[..., Mount]
 ) -> None:
@@ -121,7 +113,7 @@ def test_detached_mount_leaves_the_tree_and_rclone_exits(
 
     assert read_error(mount.layer) == errno.ENOENT
     assert not mounted(mount.path)
-    _wait_until(lambda: mount.rclone.proc.poll() is not None, "rclone exits once its mount is detached")
+    wait_until(lambda: mount.rclone.proc.poll() is not None, "rclone exits once its mount is detached")
 
 
 def test_crashed_mount_answers_not_connected_until_unmounted(
