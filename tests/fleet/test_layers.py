@@ -82,7 +82,7 @@ def test_bucket_mounted_read_only_serves_a_prefetched_snapshot_with_no_file_byte
     # Code that loads the repo by id from HF_HUB_CACHE finds it, offline too.
     assert snapshot_download(REPO, revision=commit, local_files_only=True) == str(snap.path)
     again = materialize(REPO, revision=commit, cache_layers=[mount.layer])
-    assert (again.path, again.source, local_hub.served(FILE_BYTES)) == (snap.path, "layer", 0)
+    assert (again.path, local_hub.served(FILE_BYTES)) == (snap.path, 0)
 
 
 @ALL

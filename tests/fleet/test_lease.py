@@ -192,3 +192,47 @@ def test_stale_lease_of_another_host_is_taken_over_once_it_ran_out(
     assert snap.lock_wait <= 1.5 * lease, f"waited {snap.lock_wait:.2f}s for a lease of {lease:g}s"
     assert snap.source == "repair"
     assert_snapshot_matches(snap.path, files)
+
+
+@pytest.mark.transports("xet")
+@pytest.mark.parametrize("how", ["flag", "ini", "env"])
+def test_session_lease_from_flag_ini_or_env_must_match_the_holders(
+    pytester: pytest.Pytester,
+    local_hub: LocalHub,
+    children: Children,
+    two_hosts: dict[str, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    monkeypatch.setenv(MODE_ENV, "lease")
+    monkeypatch.delenv(LEASE_ENV, raising=False)
+    commit = local_hub.add_repo(REPO, repo_files(45, weight_size=WEIGHT_SIZE))
+    holder = _holding(local_hub, children, two_hosts["fleet-a"], commit, **{LEASE_ENV: "7"})
+    pytester.makepyfile(f"def test_uses(hf_snapshots):\n    hf_snapshots({REPO!r}, revision={commit!r})\n")
+    args = [f"--hf-cache-dir={local_hub.cache_dir}", "-p", "no:cacheprovider"]
+    if how == "flag":
+        args.append("--hf-lock-lease=11")
+    elif how == "ini":
+        pytester.makeini("[pytest]\nhf_lock_lease = 11\n")
+    else:
+        monkeypatch.setenv(LEASE_ENV, "11")
+
+    result = pytester.runpytest_subprocess(*args)
+    local_hub.slow(None)
+    holder.result(timeout=60)
+
+    result.assert_outcomes(errors=1)
+    output = result.stdout.str()
+    assert _named(7, output) and _named(11, output), output
+
+
+@pytest.mark.transports("xet")
+@pytest.mark.parametrize("value", ["4", "-1", "soon"])
+def test_lease_below_five_seconds_is_a_usage_error(pytester: pytest.Pytester, value: str) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+
+    result = pytester.runpytest_subprocess(f"--hf-lock-lease={value}", "-p", "no:cacheprovider")
+
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert "--hf-lock-lease" in output and "unrecognized arguments" not in output, output
