@@ -155,6 +155,29 @@ class LockTimeoutError(HfSnapshotError, TimeoutError):
         self.holder = holder or {}
 
 
+class LockLostError(HfSnapshotError):
+    """Another process took over this process's lease on the repo lock, so it stopped writing.
+
+    A lease is lost when its holder does not renew it for the lease length (paused, suspended,
+    or cut off from the cache's storage) and a waiter, on this host or another, takes it over.
+    ``lock_file`` is the lease's marker file; ``taken_by`` describes the new holder (``host``,
+    ``pid``) where its marker names it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        lock_file: str,
+        taken_by: dict[str, object] | None = None,
+        repo_id: str | None = None,
+        revision: str | None = None,
+    ) -> None:
+        super().__init__(message, repo_id=repo_id, revision=revision)
+        self.lock_file = lock_file
+        self.taken_by = taken_by or {}
+
+
 __all__ = [
     "AuthError",
     "DiskError",
@@ -162,6 +185,7 @@ __all__ = [
     "HfSnapshotError",
     "HfSnapshotWarning",
     "InvalidRequestError",
+    "LockLostError",
     "LockTimeoutError",
     "OfflineMissingError",
     "RateLimitError",

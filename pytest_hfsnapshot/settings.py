@@ -8,6 +8,7 @@ once, here. What is asked for (repo, revision, patterns) is a
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from typing import Literal, get_args
@@ -32,6 +33,12 @@ DEFAULT_RETRIES = 5
 DEFAULT_LOCK_TIMEOUT = 900.0
 #: Longest wait, in seconds, for one rate-limit window of the Hub to reset (``--hf-max-rate-wait``).
 DEFAULT_MAX_RATE_WAIT = 300.0
+#: Seconds a lease lock lasts without renewal before a waiter on any host takes it over (``--hf-lock-lease``).
+DEFAULT_LOCK_LEASE = 60.0
+#: The shortest lease accepted: its holder renews it every third of it, on a loaded machine too.
+MIN_LOCK_LEASE = 5.0
+#: The lease length when neither ``materialize(lock_lease=...)`` nor the plugin's option gives one.
+LOCK_LEASE_ENV = "HFSNAPSHOT_LOCK_LEASE"
 _SESSION_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -51,6 +58,9 @@ class Settings:
         token: passed to huggingface_hub (None: its own lookup; False: none).
         space_check: refuse, before transferring, a snapshot the cache's free space cannot take.
         max_rate_wait: the longest wait for a rate-limit window of the Hub to reset.
+        lock_lease: seconds the repo lock's lease lasts without renewal, when the lock is a lease
+            (see :mod:`pytest_hfsnapshot.core.locking`); every host sharing the cache must use
+            the same. None: ``HFSNAPSHOT_LOCK_LEASE`` at call time, else 60.
     """
 
     cache_dir: str | os.PathLike[str] | None = None
@@ -63,6 +73,7 @@ class Settings:
     token: str | bool | None = None
     space_check: bool = True
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
+    lock_lease: float | None = None
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:
@@ -75,20 +86,52 @@ class Settings:
             raise InvalidRequestError(
                 f"max_rate_wait={self.max_rate_wait!r} is not valid: give a number of seconds >= 0."
             )
+        if self.lock_lease is not None and not lease_valid(self.lock_lease):
+            raise InvalidRequestError(
+                f"lock_lease={self.lock_lease!r} is not valid: give a number of seconds >= {MIN_LOCK_LEASE:g}."
+            )
         if self.session is not None and not _SESSION_RE.fullmatch(self.session):
             raise InvalidRequestError(f"session={self.session!r} is not valid: use letters, digits, '_', '.', '-'.")
         object.__setattr__(self, "lock_timeout", float(self.lock_timeout))
         object.__setattr__(self, "max_rate_wait", float(self.max_rate_wait))
+        if self.lock_lease is not None:
+            object.__setattr__(self, "lock_lease", float(self.lock_lease))
 
     def resolved(self) -> Settings:
-        """These settings with huggingface_hub's defaults filled in now (cache folder, offline mode)."""
+        """These settings with the defaults of the moment filled in (huggingface_hub's cache folder
+        and offline mode, ``HFSNAPSHOT_LOCK_LEASE``)."""
         from huggingface_hub import constants
 
         return dataclasses.replace(
             self,
             cache_dir=self.cache_dir if self.cache_dir is not None else constants.HF_HUB_CACHE,
             offline=bool(constants.HF_HUB_OFFLINE) if self.offline is None else self.offline,
+            lock_lease=self.lock_lease if self.lock_lease is not None else lock_lease_from_env(),
         )
+
+
+def lock_lease_from_env() -> float:
+    """The lease length ``HFSNAPSHOT_LOCK_LEASE`` sets (60 when unset); InvalidRequestError naming a bad value."""
+    raw = os.environ.get(LOCK_LEASE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_LOCK_LEASE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not lease_valid(value):
+        raise InvalidRequestError(
+            f"{LOCK_LEASE_ENV}={raw!r} is not valid: give a number of seconds >= {MIN_LOCK_LEASE:g} "
+            f"(the default is {DEFAULT_LOCK_LEASE:g})."
+        )
+    return value
+
+
+def lease_valid(value: object) -> bool:
+    """Whether ``value`` is a usable lease length: a finite number of seconds, at least ``MIN_LOCK_LEASE``."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and value >= MIN_LOCK_LEASE
 
 
 def _seconds(value: object) -> bool:
@@ -97,13 +140,18 @@ def _seconds(value: object) -> bool:
 
 __all__ = [
     "AUTH_ACTIONS",
+    "DEFAULT_LOCK_LEASE",
     "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_MAX_RATE_WAIT",
     "DEFAULT_RETRIES",
+    "LOCK_LEASE_ENV",
+    "MIN_LOCK_LEASE",
     "MISSING_ACTIONS",
     "VERIFY_MODES",
     "AuthAction",
     "MissingAction",
     "Settings",
     "VerifyMode",
+    "lease_valid",
+    "lock_lease_from_env",
 ]

@@ -16,12 +16,13 @@ import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
 import pytest
 from conftest import file_fetches, xet_in_use
-from filelock import SoftFileLock
+from filelock import SoftFileLease
 from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -382,8 +383,13 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize("host", [None, "ci-runner-7"])
-def test_stale_lock_state(local_hub: LocalHub, host: str | None) -> None:
+@pytest.mark.transports("xet")
+@pytest.mark.parametrize(("host", "lease"), [(None, None), ("ci-runner-7", None), ("ci-runner-7", "30")])
+def test_stale_lock_state(
+    local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch, host: str | None, lease: str | None
+) -> None:
+    if lease is not None:
+        monkeypatch.setenv("HFSNAPSHOT_LOCK_LEASE", lease)
     repo_id, files, _, _ = REPOS["dataset"]
     local_hub.add_repo(repo_id, files, repo_type="dataset")
     snapshot_download(repo_id, repo_type="dataset")
@@ -395,15 +401,18 @@ def test_stale_lock_state(local_hub: LocalHub, host: str | None) -> None:
     assert (holder, marker) == (repo.holder_path, repo.soft_lock_path)
     record = json.loads(holder.read_text())
     assert record["host"] == (host or socket.gethostname()) and record["repo"] == f"dataset:{repo_id}"
+    assert record["mode"] == "lease"
     assert not pid_alive(record["pid"])
-    lines = marker.read_text().splitlines()
-    assert lines[0] == str(record["pid"])
-    if host is not None:
-        assert marker.read_text() == f"{record['pid']}\n{host}\n"
-    assert SoftFileLock(str(marker)).pid == record["pid"]  # filelock reads it as a holder
+    # filelock reads it as a lease of that process, on that host, for the configured length.
+    owner = SoftFileLease(str(marker)).owner
+    assert owner is not None
+    assert (owner.pid, owner.mode, owner.lease_duration) == (record["pid"], "lease", float(lease or 60))
+    assert owner.hostname == host if host is not None else owner.hostname.startswith(socket.gethostname())
+    assert owner.token
     assert not repo.lock_path.exists()  # no kernel lock: the kernel frees those
 
 
+@pytest.mark.transports("xet")
 @pytest.mark.parametrize("host", [None, "ci-runner-7"])
 def test_stale_lock_never_blocks_the_kernel_lock(
     cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch, host: str | None
@@ -417,19 +426,25 @@ def test_stale_lock_never_blocks_the_kernel_lock(
     assert json.loads(holder.read_text())["pid"] == os.getpid()
 
 
-def test_stale_lock_leaves_the_holder_record_a_real_holder_writes(cached: Cached, half_written: HalfWritten) -> None:
+@pytest.mark.transports("xet")
+def test_stale_lock_leaves_the_holder_record_a_real_holder_writes(
+    cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch
+) -> None:
     holder, _ = half_written.stale_lock(cached.repo_id, repo_type=cached.repo_type)
     stale = json.loads(holder.read_text())
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_MODE", "lease")
     with RepoLock(cached.repo, timeout=5):
         live = json.loads(holder.read_text())
     assert sorted(stale) == sorted(live) and stale["repo"] == live["repo"]
-    assert (stale["mode"], stale["pid"] != live["pid"]) == ("soft", True)
+    assert (stale["mode"], live["mode"], stale["pid"] != live["pid"]) == ("lease", "lease", True)
 
 
-def test_stale_lock_soft_dead_holder_is_taken_over(
-    cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.transports("xet")
+@pytest.mark.parametrize("mode", ["lease", "soft"])
+def test_stale_lock_dead_holder_on_this_host_is_taken_over_at_once(
+    cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
-    monkeypatch.setenv("HFSNAPSHOT_LOCK_MODE", "soft")
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_MODE", mode)
     _, marker = half_written.stale_lock(cached.repo_id, repo_type=cached.repo_type)
 
     cached.hub.reset_counters()
@@ -439,17 +454,41 @@ def test_stale_lock_soft_dead_holder_is_taken_over(
     assert not marker.exists()
 
 
-def test_stale_lock_soft_other_host_is_waited_for_then_named(
+@pytest.mark.transports("xet")
+def test_stale_lock_other_host_is_waited_for_then_named(
     cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HFSNAPSHOT_LOCK_MODE", "soft")
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_MODE", "lease")
     _, marker = half_written.stale_lock(cached.repo_id, repo_type=cached.repo_type, host="ci-runner-7")
-    pid = marker.read_text().split()[0]
+    before = marker.read_bytes()
+    owner = SoftFileLease(str(marker)).owner
+    assert owner is not None
 
     with pytest.raises(LockTimeoutError) as excinfo:
         cached.materialize(lock_timeout=1)
-    assert f"pid {pid} on host ci-runner-7" in str(excinfo.value)
-    assert marker.read_text() == f"{pid}\nci-runner-7\n"  # never broken
+    message = str(excinfo.value)
+    assert f"pid {owner.pid} on host ci-runner-7" in message, message
+    runs_out = re.search(r"its lease runs out at (\S+Z) unless renewed again", message)
+    assert runs_out is not None, message
+    left = datetime.strptime(runs_out.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    assert marker.stat().st_mtime + 59 <= left <= marker.stat().st_mtime + 61, message
+    assert marker.read_bytes() == before  # never broken before its lease runs out
+
+
+@pytest.mark.transports("xet")
+def test_stale_lock_other_host_is_taken_over_once_its_lease_runs_out(
+    cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_MODE", "lease")
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_LEASE", "5")
+    holder, _ = half_written.stale_lock(cached.repo_id, repo_type=cached.repo_type, host="ci-runner-7")
+
+    cached.hub.reset_counters()
+    snap = cached.materialize(lock_timeout=30)
+    # Not before the lease has run out (it was written just now), and within 1.5 leases.
+    assert 5 * 0.6 <= snap.lock_wait <= 5 * 1.5, snap.lock_wait
+    assert_repaired(cached, snap, [], source="cache")
+    assert json.loads(holder.read_text())["host"] == socket.gethostname()
 
 
 # --- errors ----------------------------------------------------------------------------------------

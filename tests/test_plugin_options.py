@@ -16,6 +16,7 @@ OPTIONS = [
     "--hf-strict",
     "--hf-retries",
     "--hf-lock-timeout",
+    "--hf-lock-lease",
     "--hf-verify",
     "--hf-cache-dir",
     "--hf-prefetch-only",
@@ -49,7 +50,7 @@ def test_defaults(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
             "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, "
-            "space_check=True, max_rate_wait=300.0)*"
+            "space_check=True, max_rate_wait=300.0, lock_lease=60.0)*"
         ]
     )
 
@@ -69,6 +70,7 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         "--hf-manifest=out/manifest.json",
         "--hf-no-space-check",
         "--hf-max-rate-wait=0",
+        "--hf-lock-lease=7.5",
     )
     cache = pytester.path / "rel" / "cache"
     manifest = pytester.path / "out" / "manifest.json"
@@ -76,7 +78,7 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
             f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            "space_check=False, max_rate_wait=0.0)*"
+            "space_check=False, max_rate_wait=0.0, lock_lease=7.5)*"
         ]
     )
 
@@ -97,6 +99,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         hf_manifest = m.json
         hf_no_space_check = true
         hf_max_rate_wait = 90
+        hf_lock_lease = 30
         """
     )
     pytester.makeconftest(SHOW_OPTIONS)
@@ -108,7 +111,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
             f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            "space_check=False, max_rate_wait=90.0)*"
+            "space_check=False, max_rate_wait=90.0, lock_lease=30.0)*"
         ]
     )
 
@@ -118,6 +121,34 @@ def test_command_line_beats_ini(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SHOW_OPTIONS)
     result = pytester.runpytest("-s", "--hf-on-auth-error=skip", "--hf-retries=7")
     result.stdout.fnmatch_lines(["*OPTIONS Options(*on_auth_error='skip'*retries=7*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "lease"),
+    [([], "", "12.0"), ([], "hf_lock_lease = 20", "20.0"), (["--hf-lock-lease=8"], "hf_lock_lease = 20", "8.0")],
+    ids=["environment", "ini-beats-environment", "command-line-beats-both"],
+)
+def test_lock_lease_falls_back_to_the_environment(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str], ini: str, lease: str
+) -> None:
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_LEASE", "12")
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makeconftest(SHOW_OPTIONS)
+    result = pytester.runpytest("-s", *args)
+    result.stdout.fnmatch_lines([f"*OPTIONS Options(*lock_lease={lease})*"])
+
+
+@pytest.mark.parametrize("value", ["3", "soon", "inf"])
+def test_bad_lock_lease_in_the_environment_is_a_usage_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("HFSNAPSHOT_LOCK_LEASE", value)
+    pytester.makepyfile("def test_never(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: HFSNAPSHOT_LOCK_LEASE={value!r} is not valid: give a number of seconds >= 5 (the default is 60)."]
+    )
 
 
 @pytest.mark.parametrize(
@@ -132,6 +163,8 @@ def test_command_line_beats_ini(pytester: pytest.Pytester) -> None:
         (["--hf-lock-timeout=0"], "--hf-lock-timeout: invalid value '0'; use a number of seconds > 0"),
         (["--hf-lock-timeout=nan"], "--hf-lock-timeout: invalid value 'nan'; use a number of seconds > 0"),
         (["--hf-lock-timeout=soon"], "--hf-lock-timeout: invalid value 'soon'; use a number of seconds > 0"),
+        (["--hf-lock-lease=4"], "--hf-lock-lease: invalid value '4'; use a number of seconds >= 5"),
+        (["--hf-lock-lease=nan"], "--hf-lock-lease: invalid value 'nan'; use a number of seconds >= 5"),
         (["--hf-max-rate-wait=-1"], "--hf-max-rate-wait: invalid value '-1'; use a number of seconds >= 0"),
         (["--hf-max-rate-wait=inf"], "--hf-max-rate-wait: invalid value 'inf'; use a number of seconds >= 0"),
     ],
@@ -155,6 +188,7 @@ def test_bad_command_line_value_is_a_usage_error(pytester: pytest.Pytester, args
         ("hf_verify = crc", "ini option hf_verify: invalid value 'crc'; use one of: size, sha256"),
         ("hf_retries = lots", "ini option hf_retries: invalid value 'lots'; use an integer >= 0"),
         ("hf_lock_timeout = -3", "ini option hf_lock_timeout: invalid value '-3'; use a number of seconds > 0"),
+        ("hf_lock_lease = soon", "ini option hf_lock_lease: invalid value 'soon'; use a number of seconds >= 5"),
         ("hf_max_rate_wait = soon", "ini option hf_max_rate_wait: invalid value 'soon'; use a number of seconds >= 0"),
         ("hf_offline = perhaps", "ini option hf_offline: invalid truth value 'perhaps'"),
     ],

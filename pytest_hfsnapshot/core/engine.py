@@ -20,15 +20,18 @@ import dataclasses
 import logging
 import os
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from huggingface_hub import HfApi, snapshot_download
+from huggingface_hub import HfApi, hf_hub_download
 
 from ..errors import (
     AuthError,
     DiskError,
     HfSnapshotError,
+    LockLostError,
     OfflineMissingError,
     TransientError,
     UnverifiedRevisionError,
@@ -45,7 +48,7 @@ from .failures import failed_file as _failed_file
 from .failures import hub as _hub
 from .hashing import ArrivalHasher
 from .layout import RepoCache
-from .locking import RepoLock
+from .locking import RepoLock, wait_for_client_lock
 from .repair import Repairer
 from .verify import ExpectedFile, check_file, hash_mismatches
 
@@ -56,6 +59,8 @@ log = logging.getLogger("pytest_hfsnapshot")
 
 #: Wall-clock bound on one call's transient-failure handling, the client's own retries included.
 RETRY_DEADLINE = 300.0
+#: Files transferred at once (what ``snapshot_download`` runs by default).
+TRANSFER_WORKERS = 8
 
 
 def materialize(
@@ -71,6 +76,7 @@ def materialize(
     token: str | bool | None = None,
     space_check: bool = True,
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
+    lock_lease: float | None = None,
     **keywords: Unpack[RequestKeywords],
 ) -> Snapshot:
     """Return a verified :class:`Snapshot` of ``repo_id`` at ``revision``, downloading at most once per cache.
@@ -99,11 +105,14 @@ def materialize(
         max_rate_wait: the longest wait, in seconds, for a rate-limit window of the Hub to reset;
             every request of the call goes through the rate-limit gate (:mod:`pytest_hfsnapshot.core.gate`).
             Inside a pytest session the session's gate, and so its ``--hf-max-rate-wait``, is used.
+        lock_lease: seconds the repo lock's lease lasts without renewal where the lock is a lease
+            (a cache without flock, or ``HFSNAPSHOT_LOCK_MODE=lease``); every host sharing the
+            cache must use the same. Default: ``HFSNAPSHOT_LOCK_LEASE``, else 60.
 
     Raises:
         AuthError, RevisionNotFoundError, EntryNotFoundError, TransientError (RateLimitError), OfflineMissingError,
-        UnverifiedRevisionError, VerificationError, UnsafeCacheError, LockTimeoutError, DiskError,
-        InvalidRequestError: see :mod:`pytest_hfsnapshot.errors`.
+        UnverifiedRevisionError, VerificationError, UnsafeCacheError, LockTimeoutError, LockLostError,
+        DiskError, InvalidRequestError: see :mod:`pytest_hfsnapshot.errors`.
     """
     request = SnapshotRequest.from_keywords(repo_id, keywords, form="materialize()")
     settings = Settings(
@@ -117,6 +126,7 @@ def materialize(
         token=token,
         space_check=space_check,
         max_rate_wait=max_rate_wait,
+        lock_lease=lock_lease,
     )
     return materialize_request(request, settings)
 
@@ -159,6 +169,9 @@ class _Engine:
         self.repair = Repairer(self.repo, request.label, lock_timeout=self.settings.lock_timeout)
         #: Bytes of downloaded files hashed after their transfer (not while they arrived).
         self.rehashed = 0
+        #: Called before each write step under the repo lock: raises LockLostError once the lock
+        #: (a lease) is no longer this process's.
+        self.still_held: Callable[[], None] = _always_held
 
     # --- entry --------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -169,11 +182,25 @@ class _Engine:
                 return snap
         try:
             self.repo.cache_dir.mkdir(parents=True, exist_ok=True)
-            with RepoLock(self.repo, timeout=self.settings.lock_timeout, done=self._finished_elsewhere) as lock:
+            with RepoLock(
+                self.repo,
+                timeout=self.settings.lock_timeout,
+                lease=self.settings.lock_lease,
+                done=self._finished_elsewhere,
+            ) as lock:
                 self.lock_wait = lock.wait
                 if isinstance(lock.early, Snapshot):
                     return dataclasses.replace(lock.early, lock_wait=lock.wait, seconds=time.monotonic() - self.started)
-                return self._locked()
+                self.still_held = lock.ensure_held
+                try:
+                    return self._locked()
+                except LockLostError:
+                    # The new holder may have finished meanwhile: its verified snapshot is the answer.
+                    commit = self._known_commit()
+                    snap = self._from_record(commit) if commit is not None else None
+                    if snap is None:
+                        raise
+                    return snap
         except HfSnapshotError:
             raise
         except OSError as error:
@@ -476,6 +503,7 @@ class _Engine:
                     *sorted(problems),
                 )
             # Orphans of killed downloads need no network to go, and a verified snapshot has none.
+            self.still_held()
             self.repair.remove_orphans()
             self._write_record(commit, files, findings.adopted)
             snap = self._snapshot(commit, files, "cache")
@@ -493,6 +521,7 @@ class _Engine:
             # An empty or garbage ref is damage; a branch that moved on is not.
             ref = self.repo.ref(self.request.revision)
             damaged = ref.is_file() and self.repo.read_ref(self.request.revision) is None
+            self.still_held()
             self.repo.write_ref(self.request.revision, commit)
         findings = self.repair.inspect(commit, files, hash_all=self.settings.verify == "sha256")
         problems, adopted = findings.problems, dict(findings.adopted)
@@ -507,6 +536,7 @@ class _Engine:
             if why == "missing" and f.blob_name not in blobs_before and f.blob_name not in interrupted:
                 continue  # simply not downloaded yet
             repaired.append(f.path)
+            self.still_held()
             self.repair.remove(commit, f, blob=why not in ("missing",) and not why.startswith("link points"))
         damaged = damaged or bool(repaired) or bool(orphans) or findings.planted
         blobs_before = _blob_names(self.repo.blobs)
@@ -517,6 +547,7 @@ class _Engine:
                 self._check_space(needed)
             adopted.update(self._download(commit, needed, blobs_before))
             fetched = True
+        self.still_held()
         self.repair.remove_orphans()
         self._write_record(commit, files, adopted)
         state.forget_refusal(self.repo)
@@ -534,16 +565,7 @@ class _Engine:
             failure: BaseException | None = None
             arrivals = ArrivalHasher(self.repo.blobs, needed)
             try:
-                arrivals.run(
-                    snapshot_download,
-                    request.repo_id,
-                    repo_type=request.repo_type,
-                    revision=commit,
-                    cache_dir=str(self.repo.cache_dir),
-                    allow_patterns=list(request.allow_patterns) if request.allow_patterns else None,
-                    ignore_patterns=list(request.effective_ignore) if request.effective_ignore else None,
-                    token=self.settings.token,
-                )
+                arrivals.run(self._transfer, commit, needed)
             except HfSnapshotError:
                 raise
             except Exception as error:
@@ -557,6 +579,7 @@ class _Engine:
                 elif why.startswith("link points") and (candidate := self.repair.adopted(commit, f)) is not None:
                     adopted[f.path] = candidate  # hashed and found right under the name the server's ETag gave it
                 elif why != "missing":
+                    self.still_held()
                     self.repair.remove(commit, f, blob=not why.startswith("link points"))
                     still.append(f)
                 else:
@@ -566,6 +589,7 @@ class _Engine:
             self.rehashed += arrivals.rehashed
             for f in fresh:
                 if f.path in corrupt:
+                    self.still_held()
                     self.repair.remove(commit, f, blob=True)
                     still.append(f)
             if not still:
@@ -577,6 +601,7 @@ class _Engine:
                 )
             kind = retry.classify(failure)
             if kind.kind == "disk" and kind.errno is not None:
+                self.still_held()
                 self.repair.remove_orphans()
                 raise self._disk(failure, kind.errno, still) from failure
             filename = _failed_file(failure) or sorted(f.path for f in still)[0]
@@ -589,6 +614,37 @@ class _Engine:
             )
             needed = still
             blobs_before = _blob_names(self.repo.blobs)
+
+    def _transfer(self, commit: str, files: list[ExpectedFile]) -> None:
+        """Fetch ``files`` at ``commit``, one ``hf_hub_download`` each, as ``snapshot_download`` does
+        (the listing is cached and the revision a commit, so none asks the Hub for either again),
+        checking before each that the repo lock is still this process's, after waiting (within the
+        lock timeout) for the client's own lock of that file.
+
+        Every file is tried (a failure stops no other); then the first failure in listing order
+        is raised, a lost lock before any other.
+        """
+
+        def fetch(f: ExpectedFile) -> None:
+            self.still_held()
+            wait_for_client_lock(self.repo, f.blob_name, f.path, self.settings.lock_timeout)
+            self.still_held()
+            log.debug("hfsnapshot: fetching %s of %s", f.path, self.request.label)
+            hf_hub_download(
+                self.request.repo_id,
+                f.path,
+                repo_type=self.request.repo_type,
+                revision=commit,
+                cache_dir=str(self.repo.cache_dir),
+                token=self.settings.token,
+            )
+
+        with ThreadPoolExecutor(max_workers=TRANSFER_WORKERS, thread_name_prefix="hfsnapshot-fetch") as pool:
+            futures = [pool.submit(fetch, f) for f in files]
+        errors = [error for future in futures if (error := future.exception()) is not None]
+        lost = [error for error in errors if isinstance(error, LockLostError)]
+        if lost or errors:
+            raise (lost or errors)[0]
 
     # --- results ------------------------------------------------------------------------------
     def _write_record(self, commit: str, files: list[ExpectedFile], adopted: dict[str, ExpectedFile]) -> None:
@@ -611,6 +667,10 @@ class _Engine:
             repaired=repaired,
             rehashed=self.rehashed,
         )
+
+
+def _always_held() -> None:
+    """The lock check before the lock is taken, or where nothing can take it away."""
 
 
 def _blob_names(blobs: Path) -> set[str]:

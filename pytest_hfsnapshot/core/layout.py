@@ -13,12 +13,14 @@ This is the one module that knows the cache layout by hand::
                                          downloads): one read-only file per content, with
                                          ``<xet hash>.refs`` (the links to it) and ``<xet hash>.lock``
     {cache}/.locks/{repo folder}/<etag>.lock        the client's per-blob locks
+    {cache}/blobs/<xx>/<xet hash>.lock.soft          its lock of a store entry where flock fails
 
 Our own state lives under ``{cache}/.locks/hfsnapshot/``, the one folder of the cache root that
 huggingface_hub's cache tools (``scan_cache_dir``, ``hf cache ls/rm/prune``) skip and never
 delete from, so no lock file of ours is removed while it can be held::
 
     locks/{repo folder}.lock             our per-repo lock (never deleted)
+    locks/{repo folder}.softlock         the lease that replaces it where flock fails
     records/{repo folder}/...            completeness records
     resolutions/{session}/...            branch resolutions shared by one test session
     refusals/{repo folder}.json          the Hub's last refusal of the repo (auth)
@@ -152,9 +154,37 @@ class RepoCache:
         """huggingface_hub's lock of one shared-store entry (held while it publishes, links or collects it)."""
         return store.with_name(f"{store.name}.lock")
 
+    def store_soft_lock(self, store: Path) -> Path:
+        """The marker file the client locks a shared-store entry with where ``flock`` fails (``<lock>.soft``)."""
+        return store.with_name(f"{store.name}.lock.soft")
+
+    @property
+    def client_locks(self) -> Path:
+        """The folder of the client's per-blob locks of this repo (``.locks/<repo folder>``)."""
+        return self.cache_dir / ".locks" / self.folder_name
+
     def blob_lock(self, etag: str) -> Path:
         """The client's per-blob lock: holding it means nobody is downloading that blob."""
-        return self.cache_dir / ".locks" / self.folder_name / f"{etag}.lock"
+        return self.client_locks / f"{etag}.lock"
+
+    def xet_hashes(self) -> set[str]:
+        """The Xet hashes of this repo's files that the cache knows of: from the client's cached
+        listings (every commit in ``trees/``) and from the repo's links into the shared store."""
+        found: set[str] = set()
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.root / "trees"):
+                commit = entry.name.removesuffix(".json")
+                if entry.name.endswith(".json") and is_commit(commit):
+                    for info in (self.read_tree_cache(commit) or {}).values():
+                        xet = info.get("xet_hash")
+                        if isinstance(xet, str) and XET_HASH_RE.fullmatch(xet):
+                            found.add(xet)
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.blobs):
+                store = self.store_target(entry.name)
+                if store is not None:
+                    found.add(store.name)
+        return found
 
     def read_ref(self, revision: str) -> str | None:
         """The commit a cached branch or tag points at, or None when absent, empty or garbage."""

@@ -1,20 +1,29 @@
 """One cross-process lock per (repo_type, repo_id), in the cache's own ``.hfsnapshot/locks`` folder.
 
-Every process that shares the cache (xdist workers, parallel CI jobs, other users of the
-host) takes the same lock, so one snapshot is materialized by one process at a time while
-unrelated repos never wait for each other.
+Every process that shares the cache (xdist workers, parallel CI jobs, other hosts of a fleet)
+takes the same lock, so one snapshot is materialized by one process at a time while unrelated
+repos never wait for each other.
 
 Two mechanisms, chosen per lock folder:
 
 - **kernel** (``flock``, the default where it works): a killed holder frees the lock at once;
   the lock file is never deleted (deleting it lets a second process lock a new inode while
   the first still holds the old one).
-- **soft** (filesystems without ``flock``, e.g. some NFS mounts): filelock's
-  :class:`~filelock.SoftFileLock`, whose marker records pid and host. A dead holder on this
-  host is taken over at once; a holder on another host is never broken: we wait up to the
-  timeout and then name it.
+- **lease** (filesystems without ``flock``, e.g. some network mounts; ``soft`` is another name
+  for it): filelock's :class:`~filelock.SoftFileLease`. Its marker names the holder's pid and
+  host and the lease length; the holder renews it from a background thread every third of the
+  lease. A dead holder on this host is taken over at once; a claim not renewed for the lease
+  length is taken over by a waiter on any host, even while its old holder still runs. So a
+  holder checks, before each write step, that the lease is still its own
+  (:meth:`RepoLock.ensure_held`), and stops with :class:`~pytest_hfsnapshot.errors.LockLostError`
+  once it is not. Every host sharing the cache must use the same lease length.
 
-We never proceed unlocked. ``HFSNAPSHOT_LOCK_MODE=kernel|soft`` forces a mechanism.
+Where ``flock`` fails, huggingface_hub's own per-blob locks are marker files too (filelock's
+``SoftFileLock``), which nothing ever breaks across hosts: a host that died while downloading
+leaves them behind for good. The process that takes over an expired lease removes those of the
+repo's markers that name the host it took the lease from (see :func:`clear_client_markers`).
+
+We never proceed unlocked. ``HFSNAPSHOT_LOCK_MODE=kernel|lease|auto`` forces a mechanism.
 """
 
 from __future__ import annotations
@@ -23,22 +32,30 @@ import contextlib
 import errno
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from filelock import BaseFileLock, FileLock, SoftFileLock, Timeout
+from filelock import BaseFileLock, FileLock, LeaseSettingsMismatch, SoftFileLease, Timeout
 
-from ..errors import InvalidRequestError, LockTimeoutError
-from .layout import RepoCache
+from ..errors import InvalidRequestError, LockLostError, LockTimeoutError
+from ..settings import lock_lease_from_env
+from .layout import RepoCache, is_within, store_file
 from .state import read_holder, write_holder
 
 log = logging.getLogger("pytest_hfsnapshot")
 
 MODE_ENV = "HFSNAPSHOT_LOCK_MODE"
+#: The mechanisms, and the other names they are asked for by.
+MODES = ("kernel", "lease")
+_ALIASES = {"soft": "lease"}
 _NO_FLOCK_ERRNOS = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL}
+#: filelock's markers are at most this long; anything longer is not one.
+_MARKER_MAX = 1024
 _flock_support: dict[str, bool] = {}
 T = TypeVar("T")
 
@@ -67,13 +84,16 @@ def flock_works(folder: Path) -> bool:
 
 
 def lock_mode(folder: Path) -> str:
-    """``kernel`` or ``soft`` for locks in ``folder``, honouring ``HFSNAPSHOT_LOCK_MODE``."""
+    """``kernel`` or ``lease`` for locks in ``folder``, honouring ``HFSNAPSHOT_LOCK_MODE``."""
     forced = os.environ.get(MODE_ENV, "auto").strip().lower() or "auto"
-    if forced not in ("auto", "kernel", "soft"):
-        raise InvalidRequestError(f"{MODE_ENV}={forced!r} is not valid: use auto, kernel or soft.")
+    forced = _ALIASES.get(forced, forced)
+    if forced not in ("auto", *MODES):
+        raise InvalidRequestError(
+            f"{MODE_ENV}={forced!r} is not valid: use auto (kernel where flock works, else lease), kernel or lease."
+        )
     if forced != "auto":
         return forced
-    return "kernel" if flock_works(folder) else "soft"
+    return "kernel" if flock_works(folder) else "lease"
 
 
 def describe_holder(holder: dict[str, Any]) -> str:
@@ -92,7 +112,11 @@ class RepoLock(Generic[T]):
     without taking the lock and the value is left in ``early``. Without it, seven xdist workers
     queue for the lock one by one only to read what the first one wrote.
 
-    Making one creates the lock folder and settles ``mode`` (``kernel`` or ``soft``, see
+    ``lease``: the lease length in seconds when the lock is a lease (default:
+    ``HFSNAPSHOT_LOCK_LEASE``, else 60). ``took_over_from`` is, once acquired, the host whose
+    expired lease this process took over (None when the lock was free or its holder died here).
+
+    Making one creates the lock folder and settles ``mode`` (``kernel`` or ``lease``, see
     :func:`lock_mode`).
     """
 
@@ -101,36 +125,50 @@ class RepoLock(Generic[T]):
         repo: RepoCache,
         *,
         timeout: float,
+        lease: float | None = None,
         log_every: float = 10.0,
         done: Callable[[], T | None] | None = None,
         poll_every: float = 0.05,
     ) -> None:
         self.repo = repo
         self.timeout = timeout
+        self.lease = lock_lease_from_env() if lease is None else lease
         self.log_every = log_every
         self.done = done
         self.poll_every = poll_every
         self.wait = 0.0
         self.early: T | None = None
+        self.took_over_from: str | None = None
         self._lock: BaseFileLock | None = None
         folder = repo.lock_path.parent
         repo.make_folders(folder)
         self.mode = lock_mode(folder)
 
     def _make_lock(self) -> BaseFileLock:
-        if self.mode == "soft":
-            return SoftFileLock(str(self.repo.soft_lock_path), is_singleton=False)
+        if self.mode == "lease":
+            # Not thread-local: the checks before each transfer run on the transfer threads.
+            return SoftFileLease(
+                str(self.repo.soft_lock_path),
+                lease_duration=self.lease,
+                on_compromise=self._compromised,
+                is_singleton=False,
+                thread_local=False,
+            )
         return FileLock(str(self.repo.lock_path), is_singleton=False)
 
     def holder(self) -> dict[str, Any]:
-        """Who holds (or last held) the lock, from our holder record or the soft marker."""
+        """Who holds (or last held) the lock, from our holder record and the lease marker.
+
+        For a lease, ``lease`` (its length) and ``renewed`` (when its marker was last renewed,
+        epoch seconds) are added when the marker says.
+        """
         holder: dict[str, Any] = read_holder(self.repo)
-        if self.mode == "soft":
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                marker = self.repo.soft_lock_path.read_text(encoding="utf-8")
-                parsed = _parse_marker(marker)
-                if parsed and parsed.get("pid") != holder.get("pid"):
-                    holder = parsed
+        if self.mode == "lease":
+            marker = _read_marker(self.repo.soft_lock_path)
+            if marker is not None:
+                if marker.get("pid") != holder.get("pid"):
+                    holder = {k: v for k, v in marker.items() if k in ("pid", "host")}
+                holder.update({k: v for k, v in marker.items() if k in ("lease", "renewed")})
         return holder
 
     def __enter__(self) -> RepoLock[T]:
@@ -138,9 +176,14 @@ class RepoLock(Generic[T]):
         start = time.monotonic()
         deadline = start + self.timeout
         next_log = start + self.log_every
-        step = self.poll_every if self.done is not None else self.log_every
+        lease = isinstance(lock, SoftFileLease)
+        # A lease is watched at every poll: its expiry, and whose it was, decide what a takeover cleans up.
+        step = self.poll_every if self.done is not None or lease else self.log_every
+        watch = _LeaseWatch()
         while True:
             now = time.monotonic()
+            if lease:
+                watch.look(self.repo.soft_lock_path)
             try:
                 lock.acquire(timeout=max(0.0, min(step, deadline - now, next_log - now)))
                 break
@@ -161,9 +204,13 @@ class RepoLock(Generic[T]):
                         self.repo.repo_id,
                         describe_holder(self.holder()),
                     )
+            except LeaseSettingsMismatch as mismatch:
+                raise self._mismatch_error(str(mismatch)) from None
         self._lock = lock
         self.wait = time.monotonic() - start
         write_holder(self.repo, self.mode)
+        if lease:
+            self._after_takeover(watch)
         return self
 
     def __exit__(
@@ -176,39 +223,249 @@ class RepoLock(Generic[T]):
             self._lock.release()
             self._lock = None
 
+    # --- the lease ------------------------------------------------------------------------------
+    def ensure_held(self) -> None:
+        """Raise :class:`LockLostError` when this process's lease has been taken over; call it before
+        each write step. The kernel lock cannot be lost while its holder runs: nothing to check."""
+        lock = self._lock
+        if not isinstance(lock, SoftFileLease) or self._lease_is_mine(lock):
+            return
+        marker = _read_marker(self.repo.soft_lock_path)
+        taken_by = {k: v for k, v in (marker or {}).items() if k in ("pid", "host")}
+        if taken_by:
+            who = f"host {taken_by.get('host', '?')} (pid {taken_by.get('pid', '?')}) took it over"
+        else:
+            who = "its marker is gone (removed by hand, or by another host)"
+        log.warning("hfsnapshot: lost the lock on %s: %s; writing nothing more", self.repo.repo_id, who)
+        raise LockLostError(
+            f"Lost the hfsnapshot lock on {self.repo.repo_type} {self.repo.repo_id!r} "
+            f"({self.repo.soft_lock_path}): {who} after this process had not renewed its "
+            f"{self.lease:g}s lease in time (it was paused, suspended or cut off from the cache's storage). "
+            "This process stopped before writing anything more. Run again to use the snapshot the new "
+            "holder makes; if pauses this long are expected, raise --hf-lock-lease (ini hf_lock_lease, env "
+            "HFSNAPSHOT_LOCK_LEASE) to the same value on every host.",
+            lock_file=str(self.repo.soft_lock_path),
+            taken_by=taken_by,
+            repo_id=self.repo.repo_id,
+        )
+
+    def _lease_is_mine(self, lock: SoftFileLease) -> bool:
+        if lock.compromise is not None:
+            return False
+        for attempt in range(2):
+            owner = lock.owner
+            if owner is not None and lock.token is not None and owner.token == lock.token:
+                return True
+            # A contender whose takeover fails puts our marker back after swapping it aside for a
+            # moment (filelock's exchange): a second look tells that from a real loss.
+            if attempt == 0:
+                time.sleep(self.poll_every)
+        return False
+
+    def _compromised(self, compromise: object) -> None:
+        # Called on filelock's heartbeat thread: the writing thread learns of it at its next check.
+        log.warning("hfsnapshot: the lease on %s is no longer ours (%s)", self.repo.repo_id, compromise)
+
+    def _after_takeover(self, watch: _LeaseWatch) -> None:
+        """After acquiring a lease: if it was another host's expired claim, clean up what that host left."""
+        previous = watch.expired(self.lease)
+        mine = _read_marker(self.repo.soft_lock_path)
+        if previous is None or mine is None or previous.get("host") == mine.get("host"):
+            return
+        host = str(previous.get("host"))
+        self.took_over_from = host
+        removed = clear_client_markers(self.repo, host)
+        log.warning(
+            "hfsnapshot: took over the lock on %s from pid %s on host %s, whose %gs lease ran out; "
+            "removed %d huggingface_hub lock marker(s) that host left",
+            self.repo.repo_id,
+            previous.get("pid", "?"),
+            host,
+            self.lease,
+            len(removed),
+        )
+
+    # --- errors ---------------------------------------------------------------------------------
+    def _mismatch_error(self, detail: str) -> InvalidRequestError:
+        marker = _read_marker(self.repo.soft_lock_path) or {}
+        theirs = marker.get("lease")
+        held = f"is held by {describe_holder(marker)}" if marker else "was held"
+        if isinstance(theirs, float):
+            differ = f"with a lease of {theirs:g}s, but this process uses {self.lease:g}s"
+            example = f"HFSNAPSHOT_LOCK_LEASE={theirs:g}"
+        else:
+            differ = f"under another lease length than this process's {self.lease:g}s ({detail})"
+            example = "the same HFSNAPSHOT_LOCK_LEASE"
+        return InvalidRequestError(
+            f"The hfsnapshot lock on {self.repo.repo_type} {self.repo.repo_id!r} ({self.repo.soft_lock_path}) "
+            f"{held} {differ}. Hosts that share a cache must use the same lease length, or a holder could be "
+            f"taken over while it works: set --hf-lock-lease (ini hf_lock_lease, env HFSNAPSHOT_LOCK_LEASE) "
+            f"to one value on every host, e.g. {example}.",
+            repo_id=self.repo.repo_id,
+        )
+
     def _timeout_error(self, holder: dict[str, Any], waited: float) -> LockTimeoutError:
-        if self.mode == "soft":
+        lease, renewed = holder.get("lease"), holder.get("renewed")
+        if self.mode == "lease" and isinstance(lease, float) and isinstance(renewed, float):
+            runs_out = datetime.fromtimestamp(renewed + lease, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            ago = max(0.0, time.time() - renewed)
             how = (
-                f"This is a soft lock (no flock on this filesystem, or {MODE_ENV}=soft). If that process is "
-                f"gone, remove {self.repo.soft_lock_path} by hand; a holder on another host is never "
-                "broken automatically."
+                f"This lock is a lease (no flock in {self.repo.lock_path.parent}, or {MODE_ENV}=lease) that "
+                f"its holder renews every {lease / 3:.3g}s. It was last renewed {ago:.0f}s ago; its lease runs "
+                f"out at {runs_out} unless renewed again, and a waiter on any host then takes it over. If that "
+                f"process is gone, wait longer than the {lease:g}s lease: raise --hf-lock-timeout."
+            )
+        elif self.mode == "lease":
+            how = (
+                f"Its marker {self.repo.soft_lock_path} is a soft lock without a lease (an older "
+                "pytest-hfsnapshot), which a holder on another host never loses: if that process is gone, "
+                "remove the marker by hand. Raise --hf-lock-timeout to wait longer."
             )
         else:
             how = (
                 "The kernel frees this lock when its holder exits, so that process is still running: "
-                "let it finish or stop it."
+                "let it finish or stop it. Raise --hf-lock-timeout to wait longer."
             )
         return LockTimeoutError(
             f"Timed out after {waited:.0f}s waiting for the hfsnapshot lock on {self.repo.repo_type} "
-            f"{self.repo.repo_id!r}, held by {describe_holder(holder)} ({self.repo.lock_path.parent}). "
-            f"{how} Raise --hf-lock-timeout to wait longer.",
+            f"{self.repo.repo_id!r}, held by {describe_holder(holder)} ({self.repo.lock_path.parent}). {how}",
             holder=holder,
             repo_id=self.repo.repo_id,
         )
 
 
+class _LeaseWatch:
+    """What a waiter saw of the lease marker: its holder, and since when it was left unrenewed."""
+
+    def __init__(self) -> None:
+        self.marker: dict[str, Any] | None = None
+        self._key: tuple[object, ...] | None = None
+        self._since = 0.0
+
+    def look(self, path: Path) -> None:
+        marker = _read_marker(path)
+        key = None if marker is None else (marker.get("token"), marker.get("renewed"), marker.get("inode"))
+        if key != self._key:
+            self._key, self._since = key, time.monotonic()
+        self.marker = marker
+
+    def expired(self, lease: float) -> dict[str, Any] | None:
+        """The marker last seen, if it had gone ``lease`` seconds unrenewed (on this host's clock, or
+        by its modification time as the filelock releases before 4 judge it), else None."""
+        marker = self.marker
+        if marker is None or not isinstance(renewed := marker.get("renewed"), float):
+            return None
+        if time.monotonic() - self._since >= lease or time.time() - renewed >= lease:
+            return marker
+        return None
+
+
+def wait_for_client_lock(repo: RepoCache, etag: str, filename: str, timeout: float) -> None:
+    """Return once huggingface_hub's per-blob lock of ``etag`` is free; LockTimeoutError after ``timeout``.
+
+    The client waits for that lock without a timeout, logging every ten seconds: behind a process
+    that keeps it (paused, hung, or on a host that stopped without releasing it) a download would
+    wait for good. So the lock is taken and given back first, here, with the lock timeout; the
+    client then takes it at once, or after a live downloader of the same file.
+    """
+    path = repo.blob_lock(etag)
+    repo.make_folders(path.parent)
+    started = time.monotonic()
+    # The client's own mode, so that every user of a shared cache can take it too.
+    lock = FileLock(str(path), mode=0o664, timeout=timeout, is_singleton=False)
+    try:
+        with lock:
+            pass
+    except Timeout:
+        raise LockTimeoutError(
+            f"Timed out after {time.monotonic() - started:.0f}s waiting for huggingface_hub's lock on {filename} "
+            f"of {repo.repo_type} {repo.repo_id!r} ({path}): another process is downloading that file and has "
+            "not let go of it (a paused or hung process keeps it). Stop that process, or raise "
+            "--hf-lock-timeout to wait longer.",
+            repo_id=repo.repo_id,
+        ) from None
+
+
+def clear_client_markers(repo: RepoCache, host: str) -> list[Path]:
+    """Remove huggingface_hub's lock markers of ``repo`` that ``host`` left; the paths removed.
+
+    Where ``flock`` fails, the client locks each blob with a marker file (``.locks/<repo>/<etag>.lock``)
+    and each shared-store entry with ``blobs/<xx>/<xet hash>.lock.soft``, naming the holder's pid
+    and host; a marker of another host is never broken, so one left by a dead host blocks every
+    download of that file for good. Only markers that name ``host`` go, only of this repo's files
+    (the blob locks of its lock folder, the store entries of the Xet hashes the cache knows for
+    it), never through a symlink; the empty files ``flock`` uses are never touched. Call it holding
+    the repo's lease taken over from ``host``: that host's holder wrote those markers.
+    """
+    candidates: list[Path] = []
+    if is_within(repo.client_locks, repo.cache_dir):
+        with contextlib.suppress(OSError):
+            candidates += sorted(Path(e.path) for e in os.scandir(repo.client_locks) if e.name.endswith(".lock"))
+    for xet in sorted(repo.xet_hashes()):
+        store = store_file(repo.cache_dir, xet)
+        if is_within(store.parent, repo.cache_dir):
+            candidates += [repo.store_lock(store), repo.store_soft_lock(store)]
+    removed = []
+    for path in candidates:
+        marker = _read_marker(path)
+        if marker is not None and marker.get("host") == host:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(path)
+    return removed
+
+
+def _read_marker(path: Path) -> dict[str, Any] | None:
+    """The holder a filelock marker names: ``pid`` and ``host``; for a lease also ``token``, ``lease``
+    (its length) and ``renewed`` (its modification time); ``inode``. None for anything else
+    (missing, a symlink, empty, too long, not a marker)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        data = os.read(fd, _MARKER_MAX + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > _MARKER_MAX:
+        return None
+    try:
+        parsed = _parse_marker(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None
+    if parsed is not None:
+        parsed["inode"] = st.st_ino
+        if "lease" in parsed:
+            parsed["renewed"] = st.st_mtime
+    return parsed
+
+
 def _parse_marker(text: str) -> dict[str, Any] | None:
-    """Read pid and host from a soft lock marker (filelock's ``filelock/2`` or legacy format)."""
+    """Read a filelock marker: ``filelock/2`` (``key=value`` lines; a lease adds its token and
+    duration) or the older ``pid\\nhost\\n[start]\\n``."""
+    if not text.endswith("\n"):
+        return None  # still being written
     lines = text.strip().splitlines()
     if not lines:
         return None
+    out: dict[str, Any] = {}
     if lines[0].startswith("filelock/"):
         fields = dict(line.partition("=")[::2] for line in lines[1:])
         pid, host = fields.get("pid"), fields.get("host")
+        if fields.get("mode") == "lease" and fields.get("token"):
+            out["token"] = fields["token"]
+            with contextlib.suppress(ValueError):
+                out["lease"] = float(fields.get("duration", ""))
     elif len(lines) in (2, 3):
         pid, host = lines[0], lines[1]
     else:
         return None
-    if not (pid and pid.isdigit()):
+    if not (pid and pid.isdigit() and host):
         return None
-    return {"pid": int(pid), "host": host}
+    out.update(pid=int(pid), host=host)
+    return out

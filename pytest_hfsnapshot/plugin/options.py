@@ -12,15 +12,19 @@ import pytest
 from huggingface_hub import constants as hf_constants
 
 from ..core.offline import env_offline
+from ..errors import InvalidRequestError
 from ..settings import (
     AUTH_ACTIONS,
+    DEFAULT_LOCK_LEASE,
     DEFAULT_MAX_RATE_WAIT,
+    MIN_LOCK_LEASE,
     MISSING_ACTIONS,
     VERIFY_MODES,
     AuthAction,
     MissingAction,
     Settings,
     VerifyMode,
+    lock_lease_from_env,
 )
 
 _Choice = TypeVar("_Choice", bound=str)
@@ -45,6 +49,8 @@ class Options:
     space_check: bool = True
     #: Longest wait, in seconds, for one rate-limit window of the Hub to reset.
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
+    #: Seconds a lease lock lasts without renewal (``--hf-lock-lease``, else ``HFSNAPSHOT_LOCK_LEASE``).
+    lock_lease: float = DEFAULT_LOCK_LEASE
 
     def settings(self, session: str) -> Settings:
         """How this run's snapshots are made, for the processes of test session ``session``."""
@@ -58,6 +64,7 @@ class Options:
             session=session,
             space_check=self.space_check,
             max_rate_wait=self.max_rate_wait,
+            lock_lease=self.lock_lease,
         )
 
     def effective_cache_dir(self) -> Path:
@@ -106,6 +113,15 @@ def add_options(parser: pytest.Parser) -> None:
         "seconds to wait for another process holding a repo lock (default 900)",
         "string",
         "900",
+        metavar="SECONDS",
+    )
+    add(
+        "--hf-lock-lease",
+        "seconds a lease lock (a cache without flock, or HFSNAPSHOT_LOCK_MODE=lease) lasts without renewal "
+        "before a waiter on any host takes it over; every host sharing the cache must use the same "
+        f"(default: HFSNAPSHOT_LOCK_LEASE, else {DEFAULT_LOCK_LEASE:g}; at least {MIN_LOCK_LEASE:g})",
+        "string",
+        "",
         metavar="SECONDS",
     )
     add(
@@ -198,6 +214,21 @@ def read_options(config: pytest.Config) -> Options:
             raise pytest.UsageError(f"{where}: invalid value {value!r}; use {wanted}")
         return parsed
 
+    def lease() -> float:
+        value, _, _ = raw("hf_lock_lease")
+        if not str(value).strip():
+            try:
+                return lock_lease_from_env()
+            except InvalidRequestError as error:
+                raise pytest.UsageError(str(error)) from None
+        return number(
+            "hf_lock_lease",
+            integer=False,
+            minimum=MIN_LOCK_LEASE,
+            inclusive=True,
+            wanted=f"a number of seconds >= {MIN_LOCK_LEASE:g}",
+        )
+
     def path(name: str) -> Path | None:
         value, _, base = raw(name)
         text = str(value).strip()
@@ -221,6 +252,7 @@ def read_options(config: pytest.Config) -> Options:
         max_rate_wait=number(
             "hf_max_rate_wait", integer=False, minimum=0, inclusive=True, wanted="a number of seconds >= 0"
         ),
+        lock_lease=lease(),
     )
 
 

@@ -23,7 +23,7 @@ function                    state it leaves (the real failure, in each docstring
 ``empty_ref``               ``refs/<revision>`` empty
 ``garbage_ref``             ``refs/<revision>`` holding 40 NUL bytes
 ``stale_lock``              the plugin's repo lock held on record by a dead process (or one on
-                            another host): holder record and soft lock marker
+                            another host): holder record and lease marker
 ==========================  ====================================================================
 
 Every function returns the absolute paths it created, changed or deleted (never empty), raises
@@ -54,6 +54,7 @@ from typing import Concatenate, Generic, ParamSpec
 from ..core.layout import RepoCache, is_within
 from ..core.state import write_holder
 from ..request import SnapshotRequest
+from ..settings import lock_lease_from_env
 
 P = ParamSpec("P")
 
@@ -70,14 +71,18 @@ __all__ = [
     "truncated_blob",
 ]
 
-# What a lock holder that dies without releasing leaves: filelock writes its own marker (pid,
-# host as filelock names it, process start), then the process exits without unlinking it.
-_DIE_HOLDING_SOFT_LOCK = (
-    "import os, sys\n"
-    "from filelock import SoftFileLock\n"
-    "if sys.argv[1]:\n"
-    "    held = SoftFileLock(sys.argv[1], is_singleton=False)\n"
-    "    held.acquire(timeout=0)\n"
+# What a lease holder that dies without releasing leaves: filelock writes its own marker (pid,
+# host as filelock names it, process start, token, lease length), then the process exits without
+# unlinking it or renewing it again. Given a host, filelock is told it runs there (it asks
+# socket.gethostname when it writes the marker), as a job on another machine would write it.
+_DIE_HOLDING_LEASE = (
+    "import os, socket, sys\n"
+    "path, host, lease = sys.argv[1], sys.argv[2], float(sys.argv[3])\n"
+    "if host:\n"
+    "    socket.gethostname = lambda: host\n"
+    "from filelock import SoftFileLease\n"
+    "held = SoftFileLease(path, lease_duration=lease, is_singleton=False)\n"
+    "held.acquire(timeout=0)\n"
     "os._exit(0)\n"
 )
 
@@ -239,14 +244,15 @@ def garbage_ref(
 def stale_lock(
     cache_dir: str | os.PathLike[str], repo_id: str, *, repo_type: str = "model", host: str | None = None
 ) -> list[Path]:
-    """A pytest-hfsnapshot process died (SIGKILL, OOM, power loss) holding the repo lock.
+    """A pytest-hfsnapshot process died (SIGKILL, OOM, power loss) holding the repo's lease lock.
 
-    Leaves the plugin's holder record and the soft lock marker as that process wrote them, for a
-    process that no longer exists: a short-lived child takes filelock's ``SoftFileLock`` and
-    exits without releasing it. With ``host``, both name that host instead (the marker in
-    filelock's ``pid\\nhost\\n`` format), as a job on another machine sharing the cache would. The
+    Leaves the plugin's holder record and the lease marker as that process wrote them, for a
+    process that no longer exists: a short-lived child takes filelock's ``SoftFileLease`` (for
+    the lease length ``HFSNAPSHOT_LOCK_LEASE`` gives, 60 s by default) and exits without
+    releasing it. With ``host``, both name that host instead, as a job on another machine sharing
+    the cache would leave them: its lease stands until it has gone unrenewed for its length. The
     kernel lock needs no such state: the kernel frees it when its holder dies.
-    Returns ``[holder record, soft lock marker]``.
+    Returns ``[holder record, lease marker]``.
     """
     if host is not None and (not host or any(c in host for c in "\n\r\0")):
         raise ValueError(f"host={host!r} is not a host name.")
@@ -255,18 +261,17 @@ def stale_lock(
         if path.is_symlink() or not is_within(path.parent, repo.cache_dir):
             raise ValueError(f"{path} resolves outside {repo.cache_dir}; refusing to write there.")
     repo.soft_lock_path.parent.mkdir(parents=True, exist_ok=True)
-    marker = str(repo.soft_lock_path) if host is None else ""
+    lease = lock_lease_from_env()
     # Its pid, once it has exited and been reaped, names a process that does not exist.
-    child = subprocess.Popen([sys.executable, "-c", _DIE_HOLDING_SOFT_LOCK, marker])
+    child = subprocess.Popen(
+        [sys.executable, "-c", _DIE_HOLDING_LEASE, str(repo.soft_lock_path), host or "", repr(lease)]
+    )
     if child.wait() != 0:
         raise RuntimeError(
             f"Could not take {repo.soft_lock_path} to leave it stale (status {child.returncode}): "
             "is a live process holding it right now?"
         )
-    pid = child.pid
-    if host is not None:
-        repo.soft_lock_path.write_text(f"{pid}\n{host}\n", encoding="utf-8")
-    write_holder(repo, "soft", pid=pid, host=host)
+    write_holder(repo, "lease", pid=child.pid, host=host)
     return [repo.holder_path, repo.soft_lock_path]
 
 

@@ -24,20 +24,42 @@ from typing import Any
 
 import pytest
 from conftest import file_fetches, xet_in_use
+from hosts import host_prefix
 
 from pytest_hfsnapshot import Snapshot
 from pytest_hfsnapshot.core.layout import RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub, is_lfs
 
 # The child reports "ready" once its imports are done, optionally waits for a "go" file so that
-# several children start at the same moment, then does one action: "materialize" (reports a JSON
-# line), "lock" (holds the repo lock until killed) or "hf_download" (a plain hf_hub_download).
+# several children start at the same moment, then does one action: "materialize" (says "started"
+# as it calls it, then reports a JSON line), "lock" (holds the repo lock until killed, and with
+# "markers" filelock's SoftFileLock on each of those paths, as huggingface_hub takes its per-blob
+# locks where flock fails) or
+# "hf_download" (a plain hf_hub_download). "no_flock_under": flock fails with ENOSYS for files
+# below that folder, as on a filesystem without flock (some network mounts). "log": the plugin's
+# log records, DEBUG and up, go to stderr as "<time.time()> <message>".
 CHILD = r"""
 import json, os, socket, sys, time
 spec = json.loads(sys.argv[1])
+if spec.get("no_flock_under"):
+    import errno, fcntl
+    no_flock_root, real_flock = os.path.join(spec["no_flock_under"], ""), fcntl.flock
+    def flock(fd, operation):
+        number = fd if isinstance(fd, int) else fd.fileno()
+        if os.readlink(f"/proc/self/fd/{number}").startswith(no_flock_root):
+            raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+        return real_flock(fd, operation)
+    fcntl.flock = flock
+if spec.get("log"):
+    import logging
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(created).3f %(message)s"))
+    logging.getLogger("pytest_hfsnapshot").addHandler(handler)
+    logging.getLogger("pytest_hfsnapshot").setLevel(logging.DEBUG)
 from pytest_hfsnapshot import materialize
 from pytest_hfsnapshot.core.layout import RepoCache
 from pytest_hfsnapshot.core.locking import RepoLock
+from filelock import SoftFileLock
 from huggingface_hub import hf_hub_download
 print("ready", os.getpid(), socket.gethostname(), flush=True)
 go = spec.get("go")
@@ -50,10 +72,14 @@ if spec["action"] == "hf_download":
 if spec["action"] == "lock":
     repo = RepoCache(spec["cache_dir"], spec["repo_id"], spec.get("repo_type", "model"))
     with RepoLock(repo, timeout=30) as lock:
+        markers = [SoftFileLock(path, is_singleton=False) for path in spec.get("markers", [])]
+        for marker in markers:
+            marker.acquire(timeout=0)
         print("locked", lock.mode, flush=True)
         time.sleep(120)
     sys.exit(0)
 started = time.time()
+print("started", started, flush=True)
 try:
     snap = materialize(spec["repo_id"], **spec.get("kwargs", {}))
 except Exception as error:
@@ -153,6 +179,16 @@ def children() -> Iterator[Any]:
     yield start
     for child in started:
         child.kill()
+
+
+#: The host name of the processes ``other_host`` runs.
+OTHER_HOST = "hfsnapshot-elsewhere"
+
+
+@pytest.fixture
+def other_host() -> list[str]:
+    """A command prefix that runs a program under another hostname (``unshare -u``, needs root)."""
+    return host_prefix(OTHER_HOST)
 
 
 def start_together(children_: Sequence[Child], go: Path) -> None:

@@ -1,4 +1,4 @@
-"""The per-repo lock under killed, live and foreign holders, with the kernel lock and the soft lock."""
+"""The per-repo lock under killed, live and foreign holders, with the kernel lock and the lease."""
 
 from __future__ import annotations
 
@@ -8,20 +8,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hosts import host_prefix
 
 from pytest_hfsnapshot import LockTimeoutError, materialize
 from pytest_hfsnapshot.core.layout import RepoCache
 from pytest_hfsnapshot.core.locking import MODE_ENV
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-from .conftest import Child, assert_each_file_crossed_once, assert_snapshot_matches, repo_files, start_together
+from .conftest import (
+    OTHER_HOST,
+    Child,
+    assert_each_file_crossed_once,
+    assert_snapshot_matches,
+    repo_files,
+    start_together,
+)
 
 REPO = "org/locked"
-OTHER_HOST = "hfsnapshot-elsewhere"
 
 
-@pytest.fixture(params=["kernel", "soft"])
+@pytest.fixture(params=["kernel", "lease"])
 def lock_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both mechanisms, forced for this process and its children."""
     monkeypatch.setenv(MODE_ENV, request.param)
@@ -39,7 +44,7 @@ def test_killed_holder_frees_the_lock_at_once(local_hub: LocalHub, children: Any
     local_hub.add_repo(REPO, files)
     holder = _hold_lock(children, local_hub.cache_dir, lock_mode)
     holder.kill()
-    if lock_mode == "soft":
+    if lock_mode == "lease":
         assert RepoCache(local_hub.cache_dir, REPO, "model").soft_lock_path.exists(), "no marker left to take over"
 
     snap = materialize(REPO, lock_timeout=5)
@@ -64,8 +69,8 @@ def test_live_holder_times_out_naming_pid_and_host(local_hub: LocalHub, children
     assert local_hub.requests == [], "went to the Hub without the lock"
 
 
-def test_soft_lock_end_to_end(local_hub: LocalHub, children: Any, tmp_path: Path, monkeypatch: Any) -> None:
-    monkeypatch.setenv(MODE_ENV, "soft")
+def test_lease_end_to_end(local_hub: LocalHub, children: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv(MODE_ENV, "lease")
     files = repo_files(32)
     local_hub.add_repo(REPO, files)
     local_hub.slow(128 * 1024)
@@ -80,30 +85,24 @@ def test_soft_lock_end_to_end(local_hub: LocalHub, children: Any, tmp_path: Path
     assert_snapshot_matches(results[0]["path"], files)
     assert_each_file_crossed_once(local_hub, REPO, files)
     repo = RepoCache(local_hub.cache_dir, REPO, "model")
-    assert not repo.lock_path.exists(), "the kernel lock file was used in soft mode"
-    assert not repo.soft_lock_path.exists(), "the soft lock marker outlived its holders"
-
-
-@pytest.fixture
-def other_host() -> list[str]:
-    """A command prefix that runs a program under another hostname (``unshare -u``, needs root)."""
-    return host_prefix(OTHER_HOST)
+    assert not repo.lock_path.exists(), "the kernel lock file was used in lease mode"
+    assert not repo.soft_lock_path.exists(), "the lease marker outlived its holders"
 
 
 @pytest.mark.parametrize("alive", [True, False], ids=["alive", "killed"])
-def test_soft_lock_of_another_host_is_waited_for_then_reported(
+def test_lease_of_another_host_is_waited_for_then_reported(
     local_hub: LocalHub, children: Any, other_host: list[str], monkeypatch: Any, alive: bool
 ) -> None:
-    monkeypatch.setenv(MODE_ENV, "soft")
+    monkeypatch.setenv(MODE_ENV, "lease")
     local_hub.add_repo(REPO, repo_files(33))
     holder: Child = children(
         {"action": "lock", "repo_id": REPO, "cache_dir": str(local_hub.cache_dir)}, prefix=other_host
     )
     pid, host = holder.expect("ready")
     assert host == OTHER_HOST
-    assert holder.expect("locked") == ["soft"]
+    assert holder.expect("locked") == ["lease"]
     if not alive:
-        # From here a pid on another host cannot be checked: the lock must still not be broken.
+        # A pid on another host cannot be checked: its lease (60s) stands until it runs out.
         holder.kill()
 
     started = time.monotonic()
