@@ -90,20 +90,65 @@ def test_holder_killed_on_another_host_is_taken_over_within_one_and_a_half_lease
     assert (str(snap.path), snap.source) == (result["path"], "cache")
 
 
+def _paused_holder(hub: LocalHub, children: Children, prefix: list[str], commit: str) -> Child:
+    """A holder on another host, about to be paused while the listing, its first request under the
+    lock, still trickles in: it has fetched no file."""
+    hub.slow(64)
+    holder = children(_spec(commit), prefix=prefix)
+    wait_until(lambda: hub.request_count(TREE) >= 1 or holder.proc.poll() is not None, "the holder lists")
+    if holder.proc.poll() is not None:
+        pytest.fail(f"the holder ended before it asked for the listing: {holder.result()}")
+    return holder
+
+
+def _assert_lost(lost: dict[str, Any], hub: LocalHub) -> None:
+    assert not lost["ok"], f"the paused holder went on after losing its lease: {lost}"
+    assert lost["error"] == "LockLostError" and "HfSnapshotError" in lost["kinds"], lost
+    for part in (REPO, "fleet-b", str(hub.cache_dir)):
+        assert part in lost["message"], f"{part!r} is not named in: {lost['message']}"
+
+
 @pytest.mark.transports("xet", "xet-noshare", "http")
-def test_holder_paused_on_another_host_is_taken_over_and_then_raises_lock_lost(
+def test_holder_paused_on_another_host_is_taken_over_and_raises_lock_lost_while_the_new_holder_works(
     local_hub: LocalHub, children: Children, two_hosts: dict[str, list[str]], lease: float
 ) -> None:
     files = repo_files(41, weight_size=WEIGHT_SIZE)
     commit = local_hub.add_repo(REPO, files)
-    # The listing is the holder's first request under the lock: trickled, it is still arriving when
-    # the holder is paused, so the holder has fetched no file yet.
-    local_hub.slow(64)
-    holder = children(_spec(commit), prefix=two_hosts["fleet-a"])
-    wait_until(lambda: local_hub.request_count(TREE) >= 1 or holder.proc.poll() is not None, "the holder lists")
-    if holder.proc.poll() is not None:
-        pytest.fail(f"the holder ended before it asked for the listing: {holder.result()}")
+    holder = _paused_holder(local_hub, children, two_hosts["fleet-a"], commit)
+    waiter = children(_spec(commit), prefix=two_hosts["fleet-b"])
+    waiter.expect("ready")
+
+    os.kill(holder.pid, signal.SIGSTOP)
+    paused = time.time()
+    try:
+        # The new holder's own listing trickles in too: it still holds the lease when the old one resumes.
+        wait_until(lambda: local_hub.request_count(TREE) >= 2, "the new holder lists", timeout=1.5 * lease + 10)
+    finally:
+        os.kill(holder.pid, signal.SIGCONT)
+    lost = holder.result(timeout=60)
+    local_hub.slow(None)
+    result = waiter.result(timeout=60)
+
+    _assert_lost(lost, local_hub)
+    assert result["ok"], result
+    took_over = _took_over(result, paused)
+    print(f"takeover after SIGSTOP: {took_over:.2f}s (lease {lease:g}s)")
+    assert took_over <= 1.5 * lease, f"took over {took_over:.2f}s after the pause (lease {lease:g}s)"
+    assert_snapshot_matches(result["path"], files)
+    assert local_hub.served(WEIGHT) <= len(files["model.safetensors"]) * 1.01, "the weights were fetched twice"
+    # The new holder's snapshot verifies in full.
+    snap = materialize(REPO, revision=commit, verify="sha256", lock_timeout=30)
+    assert (str(snap.path), snap.source) == (result["path"], "cache")
+
+
+@pytest.mark.transports("xet", "xet-noshare", "http")
+def test_holder_paused_on_another_host_raises_lock_lost_after_the_new_holder_finished(
+    local_hub: LocalHub, children: Children, two_hosts: dict[str, list[str]], lease: float
+) -> None:
+    files = repo_files(46, weight_size=WEIGHT_SIZE)
+    commit = local_hub.add_repo(REPO, files)
     # The new holder makes a smaller snapshot (the JSON files): the paused one's stays incomplete.
+    holder = _paused_holder(local_hub, children, two_hosts["fleet-a"], commit)
     waiter = children(_spec(commit, allow_patterns=["*.json"]), prefix=two_hosts["fleet-b"])
     waiter.expect("ready")
 
@@ -120,11 +165,7 @@ def test_holder_paused_on_another_host_is_taken_over_and_then_raises_lock_lost(
     took_over = _took_over(result, paused)
     print(f"takeover after SIGSTOP: {took_over:.2f}s (lease {lease:g}s)")
     assert took_over <= 1.5 * lease, f"took over {took_over:.2f}s after the pause (lease {lease:g}s)"
-    assert not lost["ok"], f"the paused holder went on after losing its lease: {lost}"
-    assert lost["error"] == "LockLostError" and "HfSnapshotError" in lost["kinds"], lost
-    message = lost["message"]
-    for part in (REPO, "fleet-b", str(local_hub.cache_dir)):
-        assert part in message, f"{part!r} is not named in: {message}"
+    _assert_lost(lost, local_hub)
     assert local_hub.served(WEIGHT) == 0, "a file transfer started after the lease was lost"
     # The new holder's snapshot verifies in full; the whole repo is made afterwards.
     json_files = {path: data for path, data in files.items() if path.endswith(".json")}
@@ -221,7 +262,7 @@ def test_session_lease_from_flag_ini_or_env_must_match_the_holders(
     local_hub.slow(None)
     holder.result(timeout=60)
 
-    result.assert_outcomes(errors=1)
+    result.assert_outcomes(failed=1)
     output = result.stdout.str()
     assert _named(7, output) and _named(11, output), output
 
