@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -56,6 +57,14 @@ def _prefetch_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--manifest", metavar="PATH", help="write the JSON manifest of the snapshots to PATH")
     parser.add_argument("--cache-dir", metavar="PATH", help="huggingface_hub cache folder (default: HF_HUB_CACHE)")
+    parser.add_argument(
+        "--cache-layer",
+        action="append",
+        metavar="PATH",
+        help="a read-only huggingface_hub cache searched before anything is fetched into the cache folder; "
+        "what it holds is linked, not fetched; repeat for more, searched in order "
+        "(default: the paths in HFSNAPSHOT_CACHE_LAYERS, separated by os.pathsep)",
+    )
     parser.add_argument("--offline", action="store_true", help="make no network request; check the cache only")
     parser.add_argument(
         "--verify", choices=VERIFY_MODES, default="size", help="how cached files are re-checked (default size)"
@@ -84,7 +93,8 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     from huggingface_hub import constants
 
     from .core import gate, manifest, outage
-    from .core.engine import materialize_request, plan_request
+    from .core.engine import layer_roots, materialize_request, plan_request
+    from .core.layers import env_layers, open_layers
     from .core.prefetch import prefetch, report_lines, stream_display
     from .core.space import Need
     from .core.specs import parse_spec
@@ -108,13 +118,18 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     session = "prefetch-" + uuid.uuid4().hex[:16]
     cache_dir = options.cache_dir or constants.HF_HUB_CACHE
 
-    settings = Settings(
-        cache_dir=options.cache_dir,
-        verify=options.verify,
-        offline=True if options.offline else None,
-        session=session,
-        space_check=not options.no_space_check,
-    )
+    try:
+        settings = Settings(
+            cache_dir=options.cache_dir,
+            verify=options.verify,
+            offline=True if options.offline else None,
+            session=session,
+            space_check=not options.no_space_check,
+            cache_layers=options.cache_layer or env_layers(),
+        )
+        open_layers(layer_roots(settings), cache_dir=Path(cache_dir), session=session)
+    except InvalidRequestError as error:
+        parser.error(str(error))
 
     def fetch(request: SnapshotRequest) -> Snapshot:
         return materialize_request(request, settings)

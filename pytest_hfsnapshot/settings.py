@@ -11,6 +11,8 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Literal, get_args
 
 from .errors import InvalidRequestError
@@ -61,6 +63,9 @@ class Settings:
         lock_lease: seconds the repo lock's lease lasts without renewal, when the lock is a lease
             (see :mod:`pytest_hfsnapshot.core.locking`); every host sharing the cache must use
             the same. None: ``HFSNAPSHOT_LOCK_LEASE`` at call time, else 60.
+        cache_layers: read-only huggingface_hub caches searched, in this order, before anything is
+            fetched into ``cache_dir`` (see :mod:`pytest_hfsnapshot.core.layers`); kept as absolute
+            paths with every symlink resolved.
     """
 
     cache_dir: str | os.PathLike[str] | None = None
@@ -74,6 +79,7 @@ class Settings:
     space_check: bool = True
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
     lock_lease: float | None = None
+    cache_layers: Sequence[str | os.PathLike[str]] = ()
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:
@@ -92,6 +98,7 @@ class Settings:
             )
         if self.session is not None and not _SESSION_RE.fullmatch(self.session):
             raise InvalidRequestError(f"session={self.session!r} is not valid: use letters, digits, '_', '.', '-'.")
+        object.__setattr__(self, "cache_layers", _layer_paths(self.cache_layers))
         object.__setattr__(self, "lock_timeout", float(self.lock_timeout))
         object.__setattr__(self, "max_rate_wait", float(self.max_rate_wait))
         if self.lock_lease is not None:
@@ -132,6 +139,20 @@ def lease_valid(value: object) -> bool:
     if not isinstance(value, int | float) or isinstance(value, bool):
         return False
     return math.isfinite(value) and value >= MIN_LOCK_LEASE
+
+
+def _layer_paths(layers: object) -> tuple[Path, ...]:
+    """``cache_layers`` as absolute, resolved paths; a lone path or an empty one is refused."""
+    if isinstance(layers, str | bytes | os.PathLike) or not isinstance(layers, Iterable):
+        raise InvalidRequestError(f"cache_layers={layers!r} is not valid: give a list of folders.")
+    out: list[Path] = []
+    for layer in layers:
+        if not isinstance(layer, str | os.PathLike) or not os.fspath(layer).strip():
+            raise InvalidRequestError(f"cache_layers: {layer!r} is not a folder path.")
+        path = Path(os.path.realpath(os.path.expanduser(os.fspath(layer))))
+        if path not in out:
+            out.append(path)
+    return tuple(out)
 
 
 def _seconds(value: object) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-Source = Literal["cache", "download", "repair"]
+Source = Literal["cache", "download", "repair", "layer"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class Snapshot(os.PathLike[str]):
     #: Bytes of the files this call downloaded that were hashed after their transfer instead of while
     #: they arrived: files read back in full, and the last writes of the others (0 for a cached snapshot).
     rehashed: int = field(default=0, compare=False)
+    #: The read-only cache layers serving some of its files (``source == "layer"`` when nothing was
+    #: transferred), in the order they were given.
+    layers: tuple[str, ...] = field(default=(), compare=False)
 
     def __fspath__(self) -> str:
         return str(self.path)

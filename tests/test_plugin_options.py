@@ -50,13 +50,14 @@ def test_defaults(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
             "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, "
-            "space_check=True, max_rate_wait=300.0, lock_lease=60.0)*"
+            "space_check=True, max_rate_wait=300.0, lock_lease=60.0, cache_layers=())*"
         ]
     )
 
 
 def test_command_line_values(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SHOW_OPTIONS)
+    pytester.mkdir("layer")
     result = pytester.runpytest(
         "-s",
         "--hf-on-auth-error=xfail",
@@ -71,20 +72,23 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         "--hf-no-space-check",
         "--hf-max-rate-wait=0",
         "--hf-lock-lease=7.5",
+        "--hf-cache-layer=layer",
     )
     cache = pytester.path / "rel" / "cache"
+    layer = pytester.path / "layer"
     manifest = pytester.path / "out" / "manifest.json"
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
             f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            "space_check=False, max_rate_wait=0.0, lock_lease=7.5)*"
+            f"space_check=False, max_rate_wait=0.0, lock_lease=7.5, cache_layers=({layer!r},))*"
         ]
     )
 
 
 def test_ini_twins(pytester: pytest.Pytester) -> None:
     pytester.mkdir("sub")
+    pytester.mkdir("ini-layer")
     pytester.makeini(
         """
         [pytest]
@@ -100,6 +104,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         hf_no_space_check = true
         hf_max_rate_wait = 90
         hf_lock_lease = 30
+        hf_cache_layers = ini-layer
         """
     )
     pytester.makeconftest(SHOW_OPTIONS)
@@ -107,11 +112,12 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-s", "--rootdir", str(pytester.path), "-c", str(pytester.path / "tox.ini"))
     cache = pytester.path / "ini-cache"
     manifest = pytester.path / "m.json"
+    layer = pytester.path / "ini-layer"
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
             f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            "space_check=False, max_rate_wait=90.0, lock_lease=30.0)*"
+            f"space_check=False, max_rate_wait=90.0, lock_lease=30.0, cache_layers=({layer!r},))*"
         ]
     )
 
@@ -135,7 +141,7 @@ def test_lock_lease_falls_back_to_the_environment(
     pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makeconftest(SHOW_OPTIONS)
     result = pytester.runpytest("-s", *args)
-    result.stdout.fnmatch_lines([f"*OPTIONS Options(*lock_lease={lease})*"])
+    result.stdout.fnmatch_lines([f"*OPTIONS Options(*lock_lease={lease}[,)]*"])
 
 
 @pytest.mark.parametrize("value", ["3", "soon", "inf"])

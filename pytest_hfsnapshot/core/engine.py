@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,10 +47,11 @@ from .failures import cause as _cause
 from .failures import failed_file as _failed_file
 from .failures import hub as _hub
 from .hashing import ArrivalHasher
+from .layers import Layers, link_into_layer, links_to, open_layers
 from .layout import RepoCache
 from .locking import RepoLock, wait_for_client_lock
 from .repair import Repairer
-from .verify import ExpectedFile, check_file, hash_mismatches
+from .verify import ExpectedFile, Problem, ProblemKind, check_file, hash_mismatches, hash_problem
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -77,6 +78,7 @@ def materialize(
     space_check: bool = True,
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
     lock_lease: float | None = None,
+    cache_layers: Sequence[str | os.PathLike[str]] = (),
     **keywords: Unpack[RequestKeywords],
 ) -> Snapshot:
     """Return a verified :class:`Snapshot` of ``repo_id`` at ``revision``, downloading at most once per cache.
@@ -108,6 +110,11 @@ def materialize(
         lock_lease: seconds the repo lock's lease lasts without renewal where the lock is a lease
             (a cache without flock, or ``HFSNAPSHOT_LOCK_MODE=lease``); every host sharing the
             cache must use the same. Default: ``HFSNAPSHOT_LOCK_LEASE``, else 60.
+        cache_layers: read-only huggingface_hub caches (a mounted bucket, a cache baked into an
+            image) searched in this order before anything is fetched into ``cache_dir``: what they
+            hold is linked from ``cache_dir``, never copied, and nothing is written into them (see
+            :mod:`pytest_hfsnapshot.core.layers`). A folder that does not exist or cannot be read
+            raises InvalidRequestError; one that fails during the session is left with a warning.
 
     Raises:
         AuthError, RevisionNotFoundError, EntryNotFoundError, TransientError (RateLimitError), OfflineMissingError,
@@ -127,8 +134,18 @@ def materialize(
         space_check=space_check,
         max_rate_wait=max_rate_wait,
         lock_lease=lock_lease,
+        cache_layers=cache_layers,
     )
+    if settings.cache_layers:
+        resolved = settings.resolved()
+        assert resolved.cache_dir is not None
+        open_layers(layer_roots(settings), cache_dir=Path(resolved.cache_dir), session=settings.session)
     return materialize_request(request, settings)
+
+
+def layer_roots(settings: Settings) -> list[Path]:
+    """The settings' cache layers, as paths."""
+    return [Path(layer) for layer in settings.cache_layers]
 
 
 def materialize_request(request: SnapshotRequest, settings: Settings | None = None) -> Snapshot:
@@ -149,7 +166,14 @@ def plan_request(request: SnapshotRequest, settings: Settings | None = None) -> 
     matter.
     """
     base = settings or Settings()
-    planning = Settings(cache_dir=base.cache_dir, retries=0, offline=False, session=base.session, token=base.token)
+    planning = Settings(
+        cache_dir=base.cache_dir,
+        retries=0,
+        offline=False,
+        session=base.session,
+        token=base.token,
+        cache_layers=base.cache_layers,
+    )
     # One unretried try is no verdict on the Hub: the call that follows spends the real budget.
     return _Engine(request, planning, remembers_outages=False).plan()
 
@@ -166,7 +190,10 @@ class _Engine:
         self.backoff = retry.Backoff(retries=self.settings.retries, deadline=self.started + RETRY_DEADLINE)
         #: Whether giving up on the Hub itself makes the session remember an outage (see outage.py).
         self.remembers_outages = remembers_outages
-        self.repair = Repairer(self.repo, request.label, lock_timeout=self.settings.lock_timeout)
+        self.layers = Layers(
+            layer_roots(settings), cache_dir=self.repo.cache_dir, session=settings.session, label=request.label
+        )
+        self.repair = Repairer(self.repo, request.label, lock_timeout=self.settings.lock_timeout, layers=self.layers)
         #: Bytes of downloaded files hashed after their transfer (not while they arrived).
         self.rehashed = 0
         #: Called before each write step under the repo lock: raises LockLostError once the lock
@@ -175,6 +202,7 @@ class _Engine:
 
     # --- entry --------------------------------------------------------------------------------
     def run(self) -> Snapshot:
+        self.layers.probe()
         commit = self._known_commit()
         if commit is not None:
             snap = self._from_record(commit)
@@ -213,6 +241,7 @@ class _Engine:
     def plan(self) -> space.Need:
         """See :func:`plan_request`."""
         nothing = space.Need(self.request.label, self.repo.cache_dir, ())
+        self.layers.probe()
         commit = self._known_commit()
         if commit is not None and self._from_record(commit) is not None:
             return nothing
@@ -225,8 +254,9 @@ class _Engine:
         files = listing_mod.select(self.request, listing, commit)
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         if self.repair.folders(commit, files)[0]:
-            files = [f for f in files if check_file(self.repo, snapshot_dir, f) is not None]
-        return space.need(self.repo, self.request.label, files)
+            files = [f for f in files if check_file(self.repo, snapshot_dir, f, self.layers.roots) is not None]
+        held = self.layers.find(self.repo, commit, files, hash_all=False, contents=False)
+        return space.need(self.repo, self.request.label, [f for f in files if f.path not in held])
 
     def _finished_elsewhere(self) -> Snapshot | None:
         """While waiting for the lock: the snapshot the holder just recorded, if that is what it did.
@@ -316,15 +346,20 @@ class _Engine:
         if commit is not None:
             return commit
         if self.settings.offline:
-            return self.repo.read_ref(self.request.revision)
+            return self._cached_ref()
         return None
+
+    def _cached_ref(self) -> str | None:
+        """The commit the revision's ref names in the writable cache, else in the first layer holding one."""
+        return self.repo.read_ref(self.request.revision) or self.layers.read_ref(self.repo, self.request.revision)
 
     def _from_record(self, commit: str) -> Snapshot | None:
         files = state.read_record(self.repo, self.request, commit)
         if files is None or not self.repair.folders(commit, files)[0]:
             return None
         snapshot_dir = str(self.repo.snapshot_dir(commit))
-        if any(check_file(self.repo, snapshot_dir, f) is not None for f in files):
+        layers = self.layers.roots
+        if any(check_file(self.repo, snapshot_dir, f, layers) is not None for f in files):
             return None
         if self.repo.incomplete_blobs():
             return None  # an orphan to clean up (or a download in flight): the slow path decides
@@ -346,7 +381,7 @@ class _Engine:
                 what="the revision",
             )
         except TransientError:
-            cached = self.repo.read_ref(self.request.revision)
+            cached = self._cached_ref()
             if cached is None:
                 raise
             log.warning(
@@ -454,6 +489,15 @@ class _Engine:
                 return listing_mod.parse(self.repo, raw)
             except (KeyError, TypeError, ValueError):
                 raw = None
+        layered = self.layers.listing(self.repo, commit)
+        if layered is not None:
+            try:
+                listing = listing_mod.parse(self.repo, layered)
+            except (KeyError, TypeError, ValueError):
+                pass
+            else:
+                self.repo.write_tree_cache(commit, layered)  # where the client's own offline calls look
+                return listing
         if not network:
             return None
 
@@ -493,9 +537,10 @@ class _Engine:
                 )
             files = listing_mod.select(self.request, listing, commit)
             findings = self.repair.inspect(commit, files, hash_all=self.settings.verify == "sha256")
-            problems = findings.problems
+            problems = dict(findings.problems)
+            served, _ = self._serve_from_layers(commit, files, problems)
             if problems:
-                listed = ", ".join(f"{p} ({why})" for p, why in sorted(problems.items())[:5])
+                listed = ", ".join(f"{p} ({problem.describe()})" for p, problem in sorted(problems.items())[:5])
                 more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
                 raise self._not_cached(
                     f"{what}, and {len(problems)} file(s) of {self.request.label} are missing or damaged in "
@@ -505,7 +550,10 @@ class _Engine:
             # Orphans of killed downloads need no network to go, and a verified snapshot has none.
             self.still_held()
             self.repair.remove_orphans()
-            self._write_record(commit, files, findings.adopted)
+            if not self.request.pinned and self.repo.read_ref(self.request.revision) is None:
+                # The ref came from a layer: test code loading the repo by id offline reads this cache's.
+                self.repo.write_ref(self.request.revision, commit)
+            self._write_record(commit, files, {**findings.adopted, **served})
             snap = self._snapshot(commit, files, "cache")
         if unverified:
             snap = dataclasses.replace(snap, unverified_revision=True)
@@ -524,20 +572,25 @@ class _Engine:
             self.still_held()
             self.repo.write_ref(self.request.revision, commit)
         findings = self.repair.inspect(commit, files, hash_all=self.settings.verify == "sha256")
-        problems, adopted = findings.problems, dict(findings.adopted)
+        problems, adopted = dict(findings.problems), dict(findings.adopted)
+        served, repaired = self._serve_from_layers(commit, files, problems)
+        adopted.update(served)
         blobs_before = _blob_names(self.repo.blobs)
         orphans = self.repo.incomplete_blobs()
         interrupted = {p.name.split(".", 1)[0] for p in orphans}
-        repaired: list[str] = []
         for f in files:
-            why = problems.get(f.path)
-            if why is None:
+            problem = problems.get(f.path)
+            if problem is None:
                 continue
-            if why == "missing" and f.blob_name not in blobs_before and f.blob_name not in interrupted:
+            if (
+                problem.kind is ProblemKind.MISSING
+                and f.blob_name not in blobs_before
+                and f.blob_name not in interrupted
+            ):
                 continue  # simply not downloaded yet
             repaired.append(f.path)
             self.still_held()
-            self.repair.remove(commit, f, blob=why not in ("missing",) and not why.startswith("link points"))
+            self.repair.remove(commit, f, problem)
         damaged = damaged or bool(repaired) or bool(orphans) or findings.planted
         blobs_before = _blob_names(self.repo.blobs)
         needed = [f for f in files if f.path in problems]
@@ -554,7 +607,43 @@ class _Engine:
         source: Source = "repair" if damaged else ("download" if fetched else "cache")
         if repaired:
             log.info("hfsnapshot: repaired %s: %s", self.request.label, ", ".join(repaired))
-        return self._snapshot(commit, files, source, repaired=tuple(sorted(repaired)))
+        return self._snapshot(commit, files, source, repaired=tuple(sorted(repaired)), transferred=fetched)
+
+    def _serve_from_layers(
+        self, commit: str, files: list[ExpectedFile], problems: dict[str, Problem]
+    ) -> tuple[dict[str, ExpectedFile], list[str]]:
+        """Link, in place of the files ``problems`` names, those the layers hold good.
+
+        Returns the entries the record keeps for them and the paths whose damage here was removed;
+        the files served leave ``problems``. A file whose blob this cache still holds (a link is
+        missing, not its bytes) is left to the client, which links it without a transfer.
+        """
+        if not self.layers or not problems:
+            return {}, []
+        wanted = [f for f in files if f.path in problems]
+        found = self.layers.find(self.repo, commit, wanted, hash_all=self.settings.verify == "sha256")
+        snapshot_dir = str(self.repo.snapshot_dir(commit))
+        served: dict[str, ExpectedFile] = {}
+        repaired: list[str] = []
+        for f in wanted:
+            one = found.get(f.path)
+            if one is None:
+                continue
+            problem = problems[f.path]
+            blob = self.repo.blob(one.entry.blob_name)
+            if not problem.blob_damaged and os.path.lexists(blob) and not links_to(blob, one.file):
+                continue
+            if problem.kind is not ProblemKind.MISSING:
+                self.repair.remove(commit, f, problem)
+                repaired.append(f.path)
+            link_into_layer(self.repo, commit, one, self.repair.blob_lock)
+            after = check_file(self.repo, snapshot_dir, one.entry, self.layers.roots)
+            if after is not None:
+                problems[f.path] = after  # the layer failed meanwhile: repaired like any damage
+                continue
+            served[f.path] = one.entry
+            del problems[f.path]
+        return served, repaired
 
     def _download(self, commit: str, needed: list[ExpectedFile], blobs_before: set[str]) -> dict[str, ExpectedFile]:
         """Fetch ``needed`` until each is verified; returns the files adopted under another blob name."""
@@ -573,14 +662,14 @@ class _Engine:
             still: list[ExpectedFile] = []
             fresh: list[ExpectedFile] = []
             for f in needed:
-                why = check_file(self.repo, snapshot_dir, f)
-                if why is None:
+                problem = check_file(self.repo, snapshot_dir, f, self.layers.roots)
+                if problem is None:
                     fresh.append(f)
-                elif why.startswith("link points") and (candidate := self.repair.adopted(commit, f)) is not None:
+                elif problem.kind is ProblemKind.OTHER_BLOB and (candidate := self.repair.adopted(commit, f)):
                     adopted[f.path] = candidate  # hashed and found right under the name the server's ETag gave it
-                elif why != "missing":
+                elif problem.kind is not ProblemKind.MISSING:
                     self.still_held()
-                    self.repair.remove(commit, f, blob=not why.startswith("link points"))
+                    self.repair.remove(commit, f, problem)
                     still.append(f)
                 else:
                     still.append(f)
@@ -590,7 +679,7 @@ class _Engine:
             for f in fresh:
                 if f.path in corrupt:
                     self.still_held()
-                    self.repair.remove(commit, f, blob=True)
+                    self.repair.remove(commit, f, hash_problem(f))
                     still.append(f)
             if not still:
                 return adopted
@@ -651,8 +740,19 @@ class _Engine:
         state.write_record(self.repo, self.request, commit, [adopted.get(f.path, f) for f in files])
 
     def _snapshot(
-        self, commit: str, files: list[ExpectedFile], source: Source, repaired: tuple[str, ...] = ()
+        self,
+        commit: str,
+        files: list[ExpectedFile],
+        source: Source,
+        repaired: tuple[str, ...] = (),
+        *,
+        transferred: bool = False,
     ) -> Snapshot:
+        """The Snapshot handed out; ``source`` becomes ``"layer"`` when a layer serves a file and
+        nothing was ``transferred``."""
+        layers = self.layers.serving(self.repo, files) if self.layers else ()
+        if layers and not transferred:
+            source = "layer"
         return Snapshot(
             path=self.repo.snapshot_dir(commit),
             repo_id=self.request.repo_id,
@@ -666,6 +766,7 @@ class _Engine:
             lock_wait=self.lock_wait,
             repaired=repaired,
             rehashed=self.rehashed,
+            layers=layers,
         )
 
 

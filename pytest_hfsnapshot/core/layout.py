@@ -26,6 +26,10 @@ delete from, so no lock file of ours is removed while it can be held::
     refusals/{repo folder}.json          the Hub's last refusal of the repo (auth)
     outcomes/{session}/...               failures shared by the workers of one test session
 
+A read-only cache layer (:mod:`pytest_hfsnapshot.core.layers`) is read with this same layout, by
+file names alone (:meth:`RepoCache.bytes_in`); the writable cache then holds ``blobs/<etag>`` as an
+absolute link to the layer's file.
+
 A record only says that a snapshot was verified: every use re-checks the files it names, so a
 repo removed by ``hf cache rm`` or a prune leaves nothing that the next run would trust.
 """
@@ -83,6 +87,10 @@ class RepoCache:
         self.root = self.cache_dir / self.folder_name
         self.blobs = self.root / "blobs"
 
+    def in_cache(self, cache_dir: str | os.PathLike[str]) -> RepoCache:
+        """The same repo in another cache folder (a read-only layer: only ever read through it)."""
+        return RepoCache(cache_dir, self.repo_id, self.repo_type)
+
     # --- huggingface_hub's own layout ---------------------------------------------------------
 
     def blob(self, etag: str) -> Path:
@@ -126,6 +134,15 @@ class RepoCache:
         if os.path.realpath(os.path.dirname(resolved)) != os.path.dirname(resolved):
             return None  # a link planted on the way to the store leads elsewhere
         return Path(resolved)
+
+    def bytes_in(self, cache_dir: Path, blob_name: str, xet: str) -> tuple[Path, ...]:
+        """Where another cache folder (a read-only layer) may keep a file's bytes, without links:
+        this repo's ``blobs/<name>`` there, then the shared-store file of its Xet hash (when it has one).
+
+        A layer copied without symlinks (rclone) has the store file but not the repo's link to it.
+        """
+        blob = Path(cache_dir) / self.folder_name / "blobs" / blob_name
+        return (blob, store_file(cache_dir, xet)) if xet else (blob,)
 
     def drop_store_reference(self, store: Path, etag: str) -> bool:
         """Take ``blobs/<etag>`` of this repo out of the store entry's ``.refs`` manifest (call under its lock).
@@ -290,6 +307,16 @@ class RepoCache:
 
     def record_path(self, commit: str, selection_key: str) -> Path:
         return self.own_dir / "records" / self.folder_name / f"{commit}.{selection_key}.json"
+
+    def record_paths(self, commit: str) -> list[Path]:
+        """Every record of ``commit``, whatever its selection; an OSError other than "no such folder" propagates."""
+        folder = self.own_dir / "records" / self.folder_name
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        prefix = f"{commit}."
+        return [folder / name for name in sorted(names) if name.startswith(prefix) and name.endswith(".json")]
 
     def resolution_path(self, session: str, revision: str) -> Path:
         safe_rev = revision.replace("/", "%2F")

@@ -18,8 +18,9 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from ..errors import UnsafeCacheError
+from .layers import Layers
 from .layout import RepoCache
-from .verify import ExpectedFile, check_file, hash_mismatches, linked_blob_name
+from .verify import ExpectedFile, Problem, ProblemKind, check_file, hash_mismatches, hash_problem, linked_blob_name
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -28,8 +29,8 @@ log = logging.getLogger("pytest_hfsnapshot")
 class Findings:
     """What :meth:`Repairer.inspect` found in a cached snapshot."""
 
-    #: Why each file is not usable as cached (``"missing"``, ``"size 3 instead of 4"``, ...).
-    problems: dict[str, str]
+    #: Why each file is not usable as cached, by path.
+    problems: dict[str, Problem]
     #: Files found right under a blob name other than the listing's (see :meth:`Repairer.adopted`).
     adopted: dict[str, ExpectedFile]
     #: Whether a link or file planted where a snapshot folder belongs was removed.
@@ -39,31 +40,37 @@ class Findings:
 class Repairer:
     """Inspection and removal for one repo of the cache (``label`` names it in logs and errors)."""
 
-    def __init__(self, repo: RepoCache, label: str, *, lock_timeout: float) -> None:
+    def __init__(self, repo: RepoCache, label: str, *, lock_timeout: float, layers: Layers | None = None) -> None:
         self.repo = repo
         self.label = label
         self.lock_timeout = lock_timeout
+        #: The read-only layers whose files the repo's blobs may link to (see :func:`check_file`).
+        self.layers = layers
+
+    def _layer_roots(self) -> tuple[Path, ...]:
+        return self.layers.roots if self.layers is not None else ()
 
     # --- inspection -----------------------------------------------------------------------------
     def inspect(self, commit: str, files: list[ExpectedFile], *, hash_all: bool) -> Findings:
         """What is wrong with the cached snapshot; removes planted links inside it first (see :meth:`folders`)."""
         _, planted = self.folders(commit, files, repair=True)
         snapshot_dir = str(self.repo.snapshot_dir(commit))
-        problems: dict[str, str] = {}
+        problems: dict[str, Problem] = {}
         adopted: dict[str, ExpectedFile] = {}
+        layers = self._layer_roots()
         for f in files:
-            why = check_file(self.repo, snapshot_dir, f)
-            if why is None:
+            problem = check_file(self.repo, snapshot_dir, f, layers)
+            if problem is None:
                 continue
-            candidate = self.adopted(commit, f) if why.startswith("link points") else None
+            candidate = self.adopted(commit, f) if problem.kind is ProblemKind.OTHER_BLOB else None
             if candidate is not None:
                 adopted[f.path] = candidate
             else:
-                problems[f.path] = why
+                problems[f.path] = problem
         if hash_all:
-            kept = [f for f in files if f.path not in problems and f.path not in adopted]
-            for path in hash_mismatches(self.blob_pairs(commit, kept)):
-                problems[path] = "sha256 mismatch"
+            kept = {f.path: f for f in files if f.path not in problems and f.path not in adopted}
+            for path in hash_mismatches(self.blob_pairs(commit, list(kept.values()))):
+                problems[path] = hash_problem(kept[path])
         return Findings(problems, adopted, planted)
 
     def adopted(self, commit: str, f: ExpectedFile) -> ExpectedFile | None:
@@ -77,7 +84,7 @@ class Repairer:
         if name is None or name == f.blob_name:
             return None
         candidate = dataclasses.replace(f, blob=name)
-        if check_file(self.repo, snapshot_dir, candidate) is not None:
+        if check_file(self.repo, snapshot_dir, candidate, self._layer_roots()) is not None:
             return None
         if hash_mismatches([(candidate, self.repo.blob(name))]):
             return None
@@ -136,8 +143,9 @@ class Repairer:
         return out
 
     # --- removal --------------------------------------------------------------------------------
-    def remove(self, commit: str, f: ExpectedFile, *, blob: bool) -> None:
-        """Remove one bad link (and its blob), never following a symlink, only inside the repo folder.
+    def remove(self, commit: str, f: ExpectedFile, problem: Problem) -> None:
+        """Remove what ``problem`` makes bad: the link, and its blob when the bytes are at fault
+        (:attr:`Problem.blob_damaged`); never following a symlink, only inside the repo folder.
 
         Where the blob is a link into the shared blob store, see :meth:`_unlink_from_store`.
         """
@@ -146,7 +154,7 @@ class Repairer:
         with self.blob_lock(f.blob_name):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(link)
-            if blob:
+            if problem.blob_damaged:
                 self.repo.require_inside(self.repo.blobs)
                 store = self.repo.store_target(f.blob_name)
                 if store is not None:

@@ -57,6 +57,26 @@ def read_record(repo: RepoCache, request: SnapshotRequest, commit: str) -> list[
         return None
 
 
+def vouched(repo: RepoCache, commit: str) -> dict[str, ExpectedFile]:
+    """Every file that a record of ``commit`` (of any selection) says was verified, by path.
+
+    For reading another cache (a read-only layer): one selection's record vouches for the files
+    it lists whatever selection asks for them now. An OSError listing the records propagates.
+    """
+    out: dict[str, ExpectedFile] = {}
+    for path in repo.record_paths(commit):
+        data = read_json(path)
+        if not isinstance(data, dict) or data.get("version") != RECORD_VERSION or data.get("commit") != commit:
+            continue
+        try:
+            files = [ExpectedFile.from_json(raw) for raw in data["files"]]
+        except (KeyError, TypeError, ValueError):
+            continue
+        for f in files:
+            out.setdefault(f.path, f)
+    return out
+
+
 def write_record(repo: RepoCache, request: SnapshotRequest, commit: str, files: Iterable[ExpectedFile]) -> None:
     """Record that ``files`` were verified for ``request`` at ``commit``."""
     atomic_write_json(
@@ -245,6 +265,7 @@ __all__ = [
     "remember_refusal",
     "remember_resolution",
     "resolved",
+    "vouched",
     "write_holder",
     "write_record",
 ]

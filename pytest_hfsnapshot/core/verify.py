@@ -6,11 +6,12 @@ thread pool: hashlib releases the GIL on large updates, so files hash on every c
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,53 +130,170 @@ def linked_blob_name(snapshot_dir: str, relpath: str) -> str | None:
     return name
 
 
-def check_file(repo: RepoCache, snapshot_dir: str, expected: ExpectedFile) -> str | None:
-    """Cheap check of one snapshot entry: None when fine, else why it is not.
+class ProblemKind(enum.Enum):
+    """Why a cached file cannot be served as it is; the decisions of repair and the engine hang on these."""
+
+    #: Nothing at the snapshot path.
+    MISSING = "missing"
+    #: An entry on the way (the link, the blob, the store file) could not be read: see ``Problem.at``.
+    UNREADABLE = "unreadable"
+    #: The snapshot link points at another blob of the repo (a server's ETag may have named it so).
+    OTHER_BLOB = "other blob"
+    #: The snapshot link leads outside the repo's ``blobs/`` (out of the cache, or to another of its folders).
+    LINK_OUTSIDE = "link outside the cache"
+    #: The link's blob, or the store file the blob links to, is gone: see ``Problem.at``.
+    DANGLING_LINK = "dangling link"
+    #: The repo's blob is a link leading neither into the cache's shared blob store nor into a
+    #: configured layer's copy of the file.
+    BLOB_LINK_OUTSIDE = "blob link outside the cache"
+    #: The repo's blob links to a store file other than the listing's Xet hash names.
+    OTHER_STORE_FILE = "other store file"
+    #: What the path leads to is not a regular file (a folder, a device, ...).
+    NOT_REGULAR = "not a regular file"
+    #: A regular file of another size than listed.
+    WRONG_SIZE = "wrong size"
+    #: The contents do not hash to the listing's sha256 (LFS) or git blob sha1.
+    WRONG_HASH = "wrong hash"
+    #: An unfinished download (``<blob>.<8 hex>.incomplete``) lies beside the file's blob (in a
+    #: read-only layer, where nobody can clean it up, the file is not served from there).
+    INCOMPLETE_LEFT = "incomplete left"
+
+
+class Entry(enum.Enum):
+    """The entries a snapshot file is reached through, in order (the value names it in messages)."""
+
+    #: The snapshot path itself, whatever is there.
+    PATH = ""
+    #: The symlink at the snapshot path, read as a link.
+    LINK = "link"
+    BLOB = "blob"
+    STORE = "store file"
+    #: The file holding the bytes in a read-only cache layer (see :mod:`pytest_hfsnapshot.core.layers`).
+    LAYER = "layer file"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with one file of a snapshot (``path`` as listed); :meth:`describe` gives its words.
+
+    ``at`` is the entry the problem was met at; ``found`` / ``wanted`` what is there and what should
+    be (a link target, a blob or store name, a size); ``reason`` the system's words for an error.
+    """
+
+    kind: ProblemKind
+    path: str
+    at: Entry = Entry.PATH
+    found: str = ""
+    wanted: str = ""
+    reason: str = ""
+
+    def describe(self) -> str:
+        """The words users read for this problem (the one place they are made)."""
+        kind = self.kind
+        if kind is ProblemKind.UNREADABLE:
+            where = f" {self.at.value}" if self.at.value else ""
+            return f"unreadable{where} ({self.reason})"
+        if kind in (ProblemKind.OTHER_BLOB, ProblemKind.LINK_OUTSIDE):
+            return f"link points at {self.found!r} instead of blobs/{self.wanted}"
+        if kind is ProblemKind.DANGLING_LINK:
+            return f"dangling link ({self.at.value} missing)"
+        if kind is ProblemKind.BLOB_LINK_OUTSIDE:
+            return "blob is a link that does not lead into the shared blob store or a cache layer"
+        if kind is ProblemKind.OTHER_STORE_FILE:
+            return f"blob links to the store file {self.found[:12]} instead of {self.wanted[:12]}"
+        if kind is ProblemKind.WRONG_SIZE:
+            return f"size {self.found} instead of {self.wanted}"
+        if kind is ProblemKind.WRONG_HASH:
+            return f"{self.wanted} mismatch"
+        if kind is ProblemKind.INCOMPLETE_LEFT:
+            return f"an unfinished download {self.found} lies beside its blob"
+        return str(kind.value)
+
+    @property
+    def blob_damaged(self) -> bool:
+        """Whether the bytes the link leads to must go too, not only the link (see :meth:`Repairer.remove`)."""
+        return self.kind not in (ProblemKind.MISSING, ProblemKind.OTHER_BLOB, ProblemKind.LINK_OUTSIDE)
+
+
+def hash_problem(expected: ExpectedFile) -> Problem:
+    """The problem of a file whose contents do not hash to the listing's etag."""
+    return Problem(ProblemKind.WRONG_HASH, expected.path, wanted="sha256" if expected.lfs else "git-sha1")
+
+
+def check_file(
+    repo: RepoCache, snapshot_dir: str, expected: ExpectedFile, layers: Sequence[Path] = ()
+) -> Problem | None:
+    """Cheap check of one snapshot entry: None when fine, else the problem.
 
     The link must point at ``blobs/<etag>`` (so it cannot lead out of the cache). That blob is a
     regular file, or, for a Xet file, a link into the shared blob store whose file is regular;
     either way of the listed size. Caches on filesystems without symlinks hold plain files
     instead; those only get the size check.
+
+    ``layers``: the read-only cache layers in use. The blob may then also be an absolute link to
+    one of the places a layer keeps this file's bytes (:meth:`RepoCache.bytes_in`), whose file is
+    regular and of the listed size: the one way a link may leave the cache.
     """
-    link = os.path.join(snapshot_dir, expected.path)
-    st = _lstat(link, missing="missing", unreadable="unreadable")
-    if isinstance(st, str):
+    path = expected.path
+    link = os.path.join(snapshot_dir, path)
+    st = _lstat(link, path, Entry.PATH)
+    if isinstance(st, Problem):
         return st
     if stat.S_ISLNK(st.st_mode):
         try:
             target = os.readlink(link)
-        except OSError:
-            return "unreadable link"
+        except OSError as error:
+            return Problem(ProblemKind.UNREADABLE, path, Entry.LINK, reason=str(error.strerror))
         blobs_dir = str(repo.blobs)
         blob = os.path.join(blobs_dir, expected.blob_name)
-        if target != link_target(expected.path, expected.blob_name) and os.path.normpath(
-            os.path.join(os.path.dirname(link), target)
-        ) != os.path.normpath(blob):
-            return f"link points at {target!r} instead of blobs/{expected.blob_name}"
-        st = _lstat(blob, missing="dangling link (blob missing)", unreadable="unreadable blob")
-        if isinstance(st, str):
+        resolved = os.path.normpath(os.path.join(os.path.dirname(link), target))
+        if target != link_target(path, expected.blob_name) and resolved != os.path.normpath(blob):
+            kind = ProblemKind.OTHER_BLOB if os.path.dirname(resolved) == blobs_dir else ProblemKind.LINK_OUTSIDE
+            return Problem(kind, path, found=target, wanted=expected.blob_name)
+        st = _lstat(blob, path, Entry.BLOB)
+        if isinstance(st, Problem):
             return st
         if stat.S_ISLNK(st.st_mode):
             store = repo.store_target(expected.blob_name)
             if store is None:
-                return "blob is a link that does not lead into the shared blob store"
+                return _check_layer_link(repo, blob, expected, layers)
             if expected.xet and store.name != expected.xet:
-                return f"blob links to the store file {store.name[:12]} instead of {expected.xet[:12]}"
-            st = _lstat(store, missing="dangling link (store file missing)", unreadable="unreadable store file")
-            if isinstance(st, str):
+                return Problem(ProblemKind.OTHER_STORE_FILE, path, Entry.BLOB, found=store.name, wanted=expected.xet)
+            st = _lstat(store, path, Entry.STORE)
+            if isinstance(st, Problem):
                 return st
     if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
+        return Problem(ProblemKind.NOT_REGULAR, path)
     if st.st_size != expected.size:
-        return f"size {st.st_size} instead of {expected.size}"
+        return Problem(ProblemKind.WRONG_SIZE, path, found=str(st.st_size), wanted=str(expected.size))
     return None
 
 
-def _lstat(path: str | os.PathLike[str], *, missing: str, unreadable: str) -> os.stat_result | str:
-    """``os.lstat(path)``, or why it failed: ``missing``, or ``unreadable`` with the system's reason."""
+def _check_layer_link(repo: RepoCache, blob: str, expected: ExpectedFile, layers: Sequence[Path]) -> Problem | None:
+    """The check of a repo blob that is a link out of the cache: legal only into a layer's copy of the file."""
+    path = expected.path
+    try:
+        target = os.readlink(blob)
+    except OSError as error:
+        return Problem(ProblemKind.UNREADABLE, path, Entry.BLOB, reason=str(error.strerror))
+    allowed = {str(p) for layer in layers for p in repo.bytes_in(layer, expected.blob_name, expected.xet)}
+    if target not in allowed:
+        return Problem(ProblemKind.BLOB_LINK_OUTSIDE, path, Entry.BLOB, found=target)
+    st = _lstat(target, path, Entry.LAYER)
+    if isinstance(st, Problem):
+        return st
+    if not stat.S_ISREG(st.st_mode):
+        return Problem(ProblemKind.NOT_REGULAR, path, Entry.LAYER)
+    if st.st_size != expected.size:
+        return Problem(ProblemKind.WRONG_SIZE, path, Entry.LAYER, found=str(st.st_size), wanted=str(expected.size))
+    return None
+
+
+def _lstat(path: str | os.PathLike[str], listed: str, at: Entry) -> os.stat_result | Problem:
+    """``os.lstat(path)``, or the problem of the file ``listed`` when the entry ``at`` cannot be stat'ed."""
     try:
         return os.lstat(path)
     except FileNotFoundError:
-        return missing
+        return Problem(ProblemKind.MISSING if at is Entry.PATH else ProblemKind.DANGLING_LINK, listed, at)
     except OSError as error:
-        return f"{unreadable} ({error.strerror})"
+        return Problem(ProblemKind.UNREADABLE, listed, at, reason=str(error.strerror))

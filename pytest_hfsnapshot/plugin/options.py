@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import pytest
 from huggingface_hub import constants as hf_constants
 
+from ..core.layers import LAYERS_ENV, env_layers, open_layers
 from ..core.offline import env_offline
 from ..errors import InvalidRequestError
 from ..settings import (
@@ -51,6 +52,8 @@ class Options:
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
     #: Seconds a lease lock lasts without renewal (``--hf-lock-lease``, else ``HFSNAPSHOT_LOCK_LEASE``).
     lock_lease: float = DEFAULT_LOCK_LEASE
+    #: Read-only caches searched, in order, before anything is fetched into the cache (resolved paths).
+    cache_layers: tuple[Path, ...] = ()
 
     def settings(self, session: str) -> Settings:
         """How this run's snapshots are made, for the processes of test session ``session``."""
@@ -65,6 +68,7 @@ class Options:
             space_check=self.space_check,
             max_rate_wait=self.max_rate_wait,
             lock_lease=self.lock_lease,
+            cache_layers=self.cache_layers,
         )
 
     def effective_cache_dir(self) -> Path:
@@ -137,6 +141,23 @@ def add_options(parser: pytest.Parser) -> None:
         "string",
         "",
         metavar="PATH",
+    )
+    group.addoption(
+        "--hf-cache-layer",
+        dest="hf_cache_layers",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="a read-only huggingface_hub cache (a mounted bucket, a cache baked into an image) searched before "
+        "anything is fetched into the cache; what it holds is linked, never fetched or copied, and nothing is "
+        f"written into it; repeat for more, searched in order (ini: hf_cache_layers; env: {LAYERS_ENV}, "
+        "paths separated by os.pathsep)",
+    )
+    parser.addini(
+        "hf_cache_layers",
+        help="read-only huggingface_hub caches searched before anything is fetched into the cache, one path a line",
+        type="linelist",
+        default=[],
     )
     add(
         "--hf-prefetch-only",
@@ -234,6 +255,22 @@ def read_options(config: pytest.Config) -> Options:
         text = str(value).strip()
         return (base / Path(text).expanduser()).resolve() if text else None
 
+    def layers(cache_dir: Path | None) -> tuple[Path, ...]:
+        """The layers of the command line, else of the ini file, else of the environment; each readable."""
+        value, where, base = raw("hf_cache_layers")
+        if where.startswith("--"):
+            where = "--hf-cache-layer"  # the flag is singular, repeated
+        if not value:
+            value, where, base = env_layers(), LAYERS_ENV, config.invocation_params.dir
+        paths = [(base / Path(str(text).strip()).expanduser()).resolve() for text in value if str(text).strip()]
+        writable = cache_dir if cache_dir is not None else Path(hf_constants.HF_HUB_CACHE)
+        try:
+            open_layers(paths, cache_dir=writable, session=None)
+        except InvalidRequestError as error:
+            raise pytest.UsageError(f"{where}: {error}") from None
+        return tuple(dict.fromkeys(paths))
+
+    cache_dir = path("hf_cache_dir")
     return Options(
         # HF_HUB_OFFLINE is read here too: see pytest_hfsnapshot.offline.
         offline=flag("hf_offline") or env_offline(),
@@ -245,7 +282,7 @@ def read_options(config: pytest.Config) -> Options:
             "hf_lock_timeout", integer=False, minimum=0, inclusive=False, wanted="a number of seconds > 0"
         ),
         verify=choice("hf_verify", VERIFY_MODES),
-        cache_dir=path("hf_cache_dir"),
+        cache_dir=cache_dir,
         prefetch_only=flag("hf_prefetch_only"),
         manifest=path("hf_manifest"),
         space_check=not flag("hf_no_space_check"),
@@ -253,6 +290,7 @@ def read_options(config: pytest.Config) -> Options:
             "hf_max_rate_wait", integer=False, minimum=0, inclusive=True, wanted="a number of seconds >= 0"
         ),
         lock_lease=lease(),
+        cache_layers=layers(cache_dir),
     )
 
 

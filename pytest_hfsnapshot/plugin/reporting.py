@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
@@ -20,10 +21,11 @@ _OUTCOMES = ("failed", "skipped", "xfailed", "error")
 
 
 def header(options: Options) -> str:
-    """The report header's line: cache, endpoint, offline, token set or not (never the token)."""
+    """The report header's line: cache, endpoint, offline, token set or not (never the token), the layers."""
+    layers = f" layers={os.pathsep.join(map(str, options.cache_layers))}" if options.cache_layers else ""
     return (
         f"hfsnapshot: cache={options.effective_cache_dir()} endpoint={hf_constants.ENDPOINT} "
-        f"offline={options.effective_offline()} token={'set' if token_set() else 'unset'}"
+        f"offline={options.effective_offline()} token={'set' if token_set() else 'unset'}{layers}"
     )
 
 
@@ -107,6 +109,8 @@ def summary_lines(uses: Sequence[SnapshotUse], *, verbose: bool = False) -> list
             extra.append("UNVERIFIED REVISION")
         if snap.repaired:
             extra.append(f"repaired {count(len(snap.repaired), 'file')}")
+        if snap.layers:
+            extra.append(f"from {'layer' if len(snap.layers) == 1 else 'layers'} {', '.join(snap.layers)}")
         rows.append(
             [
                 request_label(primary.request),
