@@ -55,11 +55,13 @@ def stored_blob(cache: Path, commit: str, path: str, repo_id: str = REPO) -> Pat
     return Path(os.path.realpath(cache / f"models--{repo_id.replace('/', '--')}" / "snapshots" / commit / path))
 
 
-def assert_served_from(snap: Snapshot, layer: Path, files: dict[str, bytes], hub: LocalHub, commit: str) -> None:
+def assert_served_from(
+    snap: Snapshot, layer: Path, files: dict[str, bytes], hub: LocalHub, commit: str, repo_id: str = REPO
+) -> None:
     """A snapshot served by ``layer``: in the writable cache, every link resolving into the layer."""
     assert snap.source == "layer", snap
     assert snap.commit == commit
-    assert snap.path == writable_snapshot(hub, commit), "the snapshot is not the writable cache's folder"
+    assert snap.path == writable_snapshot(hub, commit, repo_id), "the snapshot is not the writable cache's folder"
     outside = {path: real for path, real in resolved(snap).items() if not within(real, layer)}
     assert not outside, f"files not served from the layer {layer}: {outside}"
     assert_snapshot_matches(snap.path, files)
@@ -94,7 +96,7 @@ def test_branch_is_resolved_once_then_its_commit_comes_from_the_layer(
     mount = s3_layer(prefetched(REPO), links=False)
     local_hub.reset_counters()
 
-    snap = materialize(REPO, cache_layers=[mount.layer])
+    snap = materialize(REPO, cache_layers=[mount.layer], session="before-the-move")
 
     assert local_hub.request_count(REVISION_REQUESTS) == 1, local_hub.requests
     assert local_hub.served(FILE_BYTES) == 0, local_hub.requests
@@ -102,10 +104,10 @@ def test_branch_is_resolved_once_then_its_commit_comes_from_the_layer(
     assert snap.revision == "main"
     assert snapshot_download(REPO, local_files_only=True) == str(snap.path)
 
-    # The branch moves on: its new commit is not in the layer, so it comes from the Hub.
+    # The branch moves on: a later session's commit is not in the layer, so it comes from the Hub.
     moved = {**files, "config.json": b'{"model_type": "bert", "moved": true}'}
     new_commit = local_hub.add_repo(REPO, moved)
-    newer = materialize(REPO, cache_layers=[mount.layer])
+    newer = materialize(REPO, cache_layers=[mount.layer], session="after-the-move")
     assert (newer.commit, newer.source) == (new_commit, "download")
     assert_snapshot_matches(newer.path, moved)
 
@@ -241,7 +243,7 @@ def test_layers_are_searched_in_the_order_given(local_hub: LocalHub, prefetched:
 
     assert local_hub.served(FILE_BYTES) == 0
     assert_served_from(snap, first, files, local_hub, commit)
-    assert_served_from(other, second, other_files, local_hub, other_commit)
+    assert_served_from(other, second, other_files, local_hub, other_commit, OTHER)
 
 
 @pytest.mark.transports("xet")
