@@ -274,7 +274,10 @@ class RepoLock(Generic[T]):
             return
         host = str(previous.get("host"))
         self.took_over_from = host
-        removed = clear_client_markers(self.repo, host)
+        # Where flock works the client's lock files are flock files, empty by design. That host
+        # stopped renewing at least two thirds of a lease ago: half a lease bounds what it left.
+        markers = not flock_works(self.repo.lock_path.parent)
+        removed = clear_client_markers(self.repo, host, unwritten_after=self.lease / 2 if markers else None)
         log.warning(
             "hfsnapshot: took over the lock on %s from pid %s on host %s, whose %gs lease ran out; "
             "removed %d huggingface_hub lock marker(s) that host left",
@@ -339,12 +342,16 @@ class _LeaseWatch:
 
     def __init__(self) -> None:
         self.marker: dict[str, Any] | None = None
-        self._key: tuple[object, ...] | None = None
+        self._key: tuple[object, ...] = ()
         self._since = 0.0
 
     def look(self, path: Path) -> None:
         marker = _read_marker(path)
-        key = None if marker is None else (marker.get("token"), marker.get("renewed"), marker.get("inode"))
+        if marker is None:
+            # Gone for a moment: released, or broken by a takeover (filelock before 4 breaks an
+            # expired marker in one attempt and claims the path in the next). What it was decides.
+            return
+        key = (marker.get("token"), marker.get("renewed"), marker.get("inode"))
         if key != self._key:
             self._key, self._since = key, time.monotonic()
         self.marker = marker
@@ -386,7 +393,7 @@ def wait_for_client_lock(repo: RepoCache, etag: str, filename: str, timeout: flo
         ) from None
 
 
-def clear_client_markers(repo: RepoCache, host: str) -> list[Path]:
+def clear_client_markers(repo: RepoCache, host: str, *, unwritten_after: float | None = None) -> list[Path]:
     """Remove huggingface_hub's lock markers of ``repo`` that ``host`` left; the paths removed.
 
     Where ``flock`` fails, the client locks each blob with a marker file (``.locks/<repo>/<etag>.lock``)
@@ -394,8 +401,14 @@ def clear_client_markers(repo: RepoCache, host: str) -> list[Path]:
     and host; a marker of another host is never broken, so one left by a dead host blocks every
     download of that file for good. Only markers that name ``host`` go, only of this repo's files
     (the blob locks of its lock folder, the store entries of the Xet hashes the cache knows for
-    it), never through a symlink; the empty files ``flock`` uses are never touched. Call it holding
-    the repo's lease taken over from ``host``: that host's holder wrote those markers.
+    it), never through a symlink. Call it holding the repo's lease taken over from ``host``: that
+    host's holder wrote those markers.
+
+    A marker is created empty and its holder's record written into it next: a holder stopped in
+    between leaves an empty marker, which filelock never breaks either. With
+    ``unwritten_after`` (only where the client's locks are markers: elsewhere its lock files
+    are empty by design), empty ones unchanged for that many seconds go too: no writer takes that
+    long between the two steps.
     """
     candidates: list[Path] = []
     if is_within(repo.client_locks, repo.cache_dir):
@@ -408,11 +421,26 @@ def clear_client_markers(repo: RepoCache, host: str) -> list[Path]:
     removed = []
     for path in candidates:
         marker = _read_marker(path)
-        if marker is not None and marker.get("host") == host:
+        if marker is not None:
+            stale = marker.get("host") == host
+        else:
+            stale = unwritten_after is not None and _unwritten_for(path) >= unwritten_after
+        if stale:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
                 removed.append(path)
     return removed
+
+
+def _unwritten_for(path: Path) -> float:
+    """Seconds an empty regular file (not a symlink) has gone unchanged; -1 for anything else."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return -1.0
+    if not stat.S_ISREG(st.st_mode) or st.st_size:
+        return -1.0
+    return time.time() - st.st_mtime
 
 
 def _read_marker(path: Path) -> dict[str, Any] | None:

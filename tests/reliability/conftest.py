@@ -32,12 +32,11 @@ from pytest_hfsnapshot.testing.hub import LocalHub, is_lfs
 
 # The child reports "ready" once its imports are done, optionally waits for a "go" file so that
 # several children start at the same moment, then does one action: "materialize" (says "started"
-# as it calls it, then reports a JSON line), "lock" (holds the repo lock until killed, and with
-# "markers" filelock's SoftFileLock on each of those paths, as huggingface_hub takes its per-blob
-# locks where flock fails) or
-# "hf_download" (a plain hf_hub_download). "no_flock_under": flock fails with ENOSYS for files
-# below that folder, as on a filesystem without flock (some network mounts). "log": the plugin's
-# log records, DEBUG and up, go to stderr as "<time.time()> <message>".
+# as it calls it, then reports a JSON line), "lock" (holds the repo lock until killed; with
+# "markers", filelock's SoftFileLock on each of those paths too, as huggingface_hub locks its
+# blobs where flock fails) or "hf_download" (a plain hf_hub_download). "no_flock_under": flock
+# fails with ENOSYS for files below that folder, as on a filesystem without flock (some network
+# mounts). "log": the plugin's log records, DEBUG and up, go to stderr as "<time.time()> <message>".
 CHILD = r"""
 import json, os, socket, sys, time
 spec = json.loads(sys.argv[1])
