@@ -365,6 +365,22 @@ def test_links_into_a_layer_are_repaired_from_another_layer(
     assert transfers(local_hub) == 0
 
 
+@ALL
+def test_damage_in_the_writable_cache_is_repaired_from_a_layer(local_hub: LocalHub, layer: Path) -> None:
+    from pytest_hfsnapshot.testing import half_written
+
+    materialize("org/tiny", session="before")
+    half_written.truncated_blob(local_hub.cache_dir, "org/tiny", "model.safetensors")
+    local_hub.reset_counters()
+
+    snap = materialize("org/tiny", cache_layers=[layer], session="after")
+
+    assert (snap.source, snap.repaired) == ("layer", ("model.safetensors",))
+    assert layer_files(snap, layer) == ["model.safetensors"]
+    assert (snap / "model.safetensors").read_bytes() == WEIGHTS
+    assert transfers(local_hub) == 0
+
+
 # --- bad layer paths -----------------------------------------------------------------------------
 
 

@@ -538,7 +538,7 @@ class _Engine:
             files = listing_mod.select(self.request, listing, commit)
             findings = self.repair.inspect(commit, files, hash_all=self.settings.verify == "sha256")
             problems = dict(findings.problems)
-            served, _ = self._serve_from_layers(commit, files, problems)
+            served, repaired = self._serve_from_layers(commit, files, problems)
             if problems:
                 listed = ", ".join(f"{p} ({problem.describe()})" for p, problem in sorted(problems.items())[:5])
                 more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
@@ -554,7 +554,7 @@ class _Engine:
                 # The ref came from a layer: test code loading the repo by id offline reads this cache's.
                 self.repo.write_ref(self.request.revision, commit)
             self._write_record(commit, files, {**findings.adopted, **served})
-            snap = self._snapshot(commit, files, "cache")
+            snap = self._snapshot(commit, files, "cache", repaired=tuple(sorted(repaired)))
         if unverified:
             snap = dataclasses.replace(snap, unverified_revision=True)
         return snap
@@ -635,6 +635,9 @@ class _Engine:
                 continue
             if problem.kind is not ProblemKind.MISSING:
                 self.repair.remove(commit, f, problem)
+            if os.path.lexists(blob) and not os.path.islink(blob):
+                continue  # a blob of this cache's own stays: the client links it
+            if problem.kind is not ProblemKind.MISSING:
                 repaired.append(f.path)
             link_into_layer(self.repo, commit, one, self.repair.blob_lock)
             after = check_file(self.repo, snapshot_dir, one.entry, self.layers.roots)

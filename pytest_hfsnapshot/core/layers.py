@@ -124,9 +124,8 @@ def open_layers(roots: Sequence[Path], *, cache_dir: Path, session: str | None) 
 
 @dataclasses.dataclass(frozen=True)
 class Found:
-    """A file a layer serves: the layer, the file holding its bytes, and the entry the writable record keeps."""
+    """A file a layer serves: the layer's file holding its bytes, and the entry the writable record keeps."""
 
-    layer: Path
     file: Path
     entry: ExpectedFile
 
@@ -139,10 +138,12 @@ class Layers:
         self.cache_dir = cache_dir
         self.session = session
         self.label = label
-        with _lock:
-            for root in self._all:
+        for root in self._all:
+            if str(root) not in _devices:  # not opened in this process (a caller skipping open_layers)
                 with contextlib.suppress(OSError):
-                    _devices.setdefault(str(root), os.stat(root).st_dev)
+                    device = os.stat(root).st_dev
+                    with _lock:
+                        _devices.setdefault(str(root), device)
 
     @property
     def roots(self) -> tuple[Path, ...]:
@@ -230,7 +231,7 @@ class Layers:
         """The files of ``files`` the layers serve, by path, each from the first layer holding it good.
 
         ``hash_all``: hash every file first, vouched for or not; ``contents=False``: no hashing at
-        all (a plan of what would be fetched, not a verdict).
+        all and nothing logged (a plan of what would be fetched, not a verdict).
         """
         wanted = {f.path: f for f in files}
         found: dict[str, Found] = {}
@@ -264,14 +265,15 @@ class Layers:
             trusted = record is not None and (record.etag, record.size, record.lfs) == (f.etag, f.size, f.lfs)
             entry = dataclasses.replace(f, blob=record.blob) if record is not None and trusted else f
             if entry.blob_name in orphans:
-                self._not_served(root, Problem(ProblemKind.INCOMPLETE_LEFT, f.path, found=orphans[entry.blob_name]))
-                continue
-            file, problem = _bytes_of(repo, root, entry)
+                problem: Problem | None = Problem(ProblemKind.INCOMPLETE_LEFT, f.path, found=orphans[entry.blob_name])
+                file = None
+            else:
+                file, problem = _bytes_of(repo, root, entry)
             if file is None:
-                if problem is not None:
+                if problem is not None and contents:
                     self._not_served(root, problem)
                 continue
-            candidates.append((Found(root, file, entry), contents and (hash_all or not trusted)))
+            candidates.append((Found(file, entry), contents and (hash_all or not trusted)))
         bad = _hash_failures([(one.entry, one.file) for one, hashed in candidates if hashed])
         for path in sorted(bad):
             self._not_served(root, bad[path])
