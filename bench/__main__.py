@@ -6,7 +6,9 @@ a 1,000-file repo, a 1 GiB file, a 2,000-test suite). Workloads 1, 5 and 6 run o
 (Xet with the shared blob store, and plain HTTP); workload 9 measures the wire cost of each
 transport (also Xet without the shared store). Workloads 13 and 14 (:mod:`bench.limits`) meet a
 fixed-window rate limit with 1, 4 and 8 processes, and a warm ``pytest -n 4`` run with the Hub
-down. Prints the table, writes
+down. Workload 15 is a fleet: 8 processes as 2 hosts (``unshare -u``) over one read-only cache layer
+(Hub bytes, wall against a warm local cache), and a lease holder killed on one host (takeover time
+against the lease). Prints the table, writes
 ``bench/results/latest.json``; the full run also writes ``bench/RESULTS.md`` (``--results-md``
 forces it for other profiles, ``--no-results-md`` skips it). ``--check`` exits 1 when a target
 is missed. Scratch data goes to a temporary folder (``--workdir``), removed at the end.

@@ -179,57 +179,59 @@ class Bench:
         return env
 
     # --- workers ------------------------------------------------------------------------------
-    def run(self, cache: Path, tasks: Sequence[dict[str, Any]], transport: str = "xet") -> list[WorkerResult]:
-        """Start one worker per task, let them import, release them together, collect results."""
-        env = self.env(cache, transport)
+    def start(
+        self,
+        cache: Path,
+        spec: dict[str, Any],
+        transport: str = "xet",
+        *,
+        prefix: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> Worker:
+        """Start one worker on ``spec`` (behind the command ``prefix``, with ``env`` added to its
+        environment); it imports everything, then waits for :meth:`Worker.go`."""
+        environ = {**self.env(cache, transport), **(env or {})}
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
-        procs: list[tuple[subprocess.Popen[str], Path]] = []
+        err = logs / f"worker-{uuid.uuid4().hex[:8]}.err"
+        with open(err, "w", encoding="utf-8") as err_handle:
+            proc = subprocess.Popen(
+                [*prefix, sys.executable, "-m", "bench.worker"],
+                cwd=REPO_ROOT,
+                env=environ,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err_handle,
+                text=True,
+            )
+        worker = Worker(proc, err)
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(spec) + "\n")
+        proc.stdin.flush()
+        return worker
+
+    def run(
+        self,
+        cache: Path,
+        tasks: Sequence[dict[str, Any]],
+        transport: str = "xet",
+        *,
+        prefixes: Sequence[Sequence[str]] | None = None,
+    ) -> list[WorkerResult]:
+        """Start one worker per task (``prefixes``: a command prefix per task), let them import,
+        release them together, collect results."""
+        workers: list[Worker] = []
         try:
-            for spec in tasks:
-                err = logs / f"worker-{uuid.uuid4().hex[:8]}.err"
-                with open(err, "w", encoding="utf-8") as err_handle:
-                    proc = subprocess.Popen(
-                        [sys.executable, "-m", "bench.worker"],
-                        cwd=REPO_ROOT,
-                        env=env,
-                        stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE,
-                        stderr=err_handle,
-                        text=True,
-                    )
-                procs.append((proc, err))
-                assert proc.stdin is not None
-                proc.stdin.write(json.dumps(spec) + "\n")
-                proc.stdin.flush()
-            for proc, err in procs:
-                assert proc.stdout is not None
-                line = proc.stdout.readline().strip()
-                if line != "READY":
-                    raise RuntimeError(f"bench worker did not start: {line!r}\n{_tail(err)}")
-            for proc, _ in procs:
-                assert proc.stdin is not None
-                proc.stdin.write("GO\n")
-                proc.stdin.flush()
-            results = []
-            for proc, err in procs:
-                assert proc.stdout is not None
-                line = proc.stdout.readline()
-                data = json.loads(line) if line.strip() else {"ok": False, "error": "no result"}
-                _, status, usage = os.wait4(proc.pid, 0)
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                if not data.get("ok"):
-                    raise RuntimeError(
-                        f"bench worker failed: {data.get('error')}\n{data.get('traceback', '')}{_tail(err)}"
-                    )
-                results.append(WorkerResult(data, usage.ru_maxrss))
-                err.unlink(missing_ok=True)
-            return results
+            for n, spec in enumerate(tasks):
+                workers.append(self.start(cache, spec, transport, prefix=prefixes[n] if prefixes else ()))
+            for worker in workers:
+                worker.ready()
+            for worker in workers:
+                worker.go()
+            return [worker.result() for worker in workers]
         finally:
-            for proc, _ in procs:
-                if proc.returncode is None:
-                    proc.kill()
-                    proc.wait()
+            for worker in workers:
+                worker.kill()
 
     def timed(self, label: str, fn: Callable[[], Any]) -> Any:
         """Run one workload, recording its duration and how busy the rest of the machine was."""
@@ -242,6 +244,49 @@ class Bench:
         self.figures.setdefault("other_processes_cpu_share", {})[label] = round(others, 3)
         log(f"{label} done in {seconds:.1f}s (other processes used {others:.0%} of the CPU meanwhile)")
         return value
+
+
+class Worker:
+    """One ``bench.worker`` process: ``ready()`` once imported, ``go()``, then ``result()``."""
+
+    def __init__(self, proc: subprocess.Popen[str], err: Path) -> None:
+        self.proc = proc
+        self.err = err
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def ready(self) -> None:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if line != "READY":
+            raise RuntimeError(f"bench worker did not start: {line!r}\n{_tail(self.err)}")
+
+    def go(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("GO\n")
+        self.proc.stdin.flush()
+
+    def result(self) -> WorkerResult:
+        """Its result once it exits (RuntimeError with its traceback when its task failed)."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        data = json.loads(line) if line.strip() else {"ok": False, "error": "no result"}
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        if not data.get("ok"):
+            raise RuntimeError(
+                f"bench worker failed: {data.get('error')}\n{data.get('traceback', '')}{_tail(self.err)}"
+            )
+        self.err.unlink(missing_ok=True)
+        return WorkerResult(data, usage.ru_maxrss)
+
+    def kill(self) -> None:
+        """SIGKILL it by its pid, unless it has exited and been reaped."""
+        if self.proc.returncode is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 class CpuMeter:

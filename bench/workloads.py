@@ -1,4 +1,4 @@
-"""The eight workloads of issue 7 and the wire cost per transport (issue 10), measured side by side.
+"""The eight workloads of issue 7, the wire cost per transport (issue 10) and a fleet (issue 18), side by side.
 
 Workload 4 also measures pin files (issue 20): the warm-branch session with ``--hf-pins``, and the
 revision requests of a small fleet's CI run with and without a pin file, beside the formula.
@@ -1044,6 +1044,158 @@ def cold_cost(bench: Bench) -> None:
     bench.figures["12_cold_cost"] = figures
 
 
+# --- 15. a fleet: 8 processes as 2 hosts over one read-only layer, and a lease takeover ---------------
+#: The hosts of workload 15 (``unshare -u``), and the lease of its takeover.
+FLEET_HOSTS = ("bench-fleet-a", "bench-fleet-b")
+FLEET_PROCESSES = 8
+FLEET_LEASE = 5.0
+
+
+def _fleet_prefixes(layer: Path) -> tuple[list[list[str]], str]:
+    """A command prefix per host: its hostname, and the layer bind-mounted read-only over itself (as a
+    runner sees a read-only mount); all empty, with a note, where ``unshare`` is not permitted."""
+    # The tests' helper, so that the bench's hosts are the fleet tests' hosts.
+    from tests.hosts import namespace_prefix, namespace_problem
+
+    prefixes = [namespace_prefix(hostname=host, read_only={layer: layer}) for host in FLEET_HOSTS]
+    problem = namespace_problem(prefixes[0], ["true"])
+    if problem is not None:
+        return [[], []], f"15: all processes ran as this host, on a writable layer ({problem})"
+    return prefixes, ""
+
+
+def _fleet_takeover(bench: Bench, repo_id: str, commit: str, repo_bytes: int, prefixes: list[list[str]]) -> float:
+    """Seconds from the kill of the lease holder (first host) until the waiter (second host) held the lock."""
+    cache = bench.new_cache("fleet-lease")
+    env = {"HFSNAPSHOT_LOCK_MODE": "lease", "HFSNAPSHOT_LOCK_LEASE": f"{FLEET_LEASE:g}"}
+    spec = task(step("plugin", **_args("plugin", repo_id, commit, lock_timeout=120)))
+    # The holder's transfer takes about 20 s: it is still transferring when it is killed.
+    bench.hub.set_link_rate(max(64 * 1024, repo_bytes / 20))
+    bench.hub.reset()
+    holder = bench.start(cache, spec, prefix=prefixes[0], env=env)
+    waiter = bench.start(cache, spec, prefix=prefixes[1], env=env)
+    try:
+        holder.ready()
+        waiter.ready()
+        holder.go()
+        deadline = time.monotonic() + 60
+        while bench.hub.stats()["file_bytes"] == 0:
+            if time.monotonic() > deadline or holder.proc.poll() is not None:
+                raise RuntimeError(f"15: the lease holder transferred nothing:\n{holder.result().data}")
+            time.sleep(0.05)
+        waiter.go()
+        killed = time.monotonic()
+        holder.kill()
+        bench.hub.set_link_rate(None)
+        result = waiter.result()
+    finally:
+        holder.kill()
+        waiter.kill()
+        bench.hub.set_link_rate(None)
+    bench.drop(cache)
+    return result.start + float(result.result("plugin")["lock_wait"]) - killed
+
+
+def fleet(bench: Bench) -> None:
+    p = bench.profile
+    repo_id = "bench/fleet"
+    info = bench.hub.add_repo(repo_id, _sharded(p.shards, p.shard_mib * MIB))
+    commit, sizes = info["commit"], info["sizes"]
+    repo_bytes = sum(sizes.values())
+    layer = bench.new_cache("fleet-layer")
+    bench.run(layer, [task(step("plugin", **_args("plugin", repo_id, commit)))])  # the writer job
+    prefixes, note = _fleet_prefixes(layer)
+    if note:
+        bench.notes.append(note)
+    hosts = [n % len(FLEET_HOSTS) for n in range(FLEET_PROCESSES)]
+    warm = bench.new_cache("fleet-warm")
+    bench.run(warm, [task(step("plugin", **_args("plugin", repo_id, commit)))])
+    walls: dict[str, list[float]] = {"layer": [], "layer_again": [], "warm": []}
+    file_bytes: list[int] = []
+    sources: list[str] = []
+    complete = True
+    for _ in range(p.repeats):
+        # Each host's own writable cache, new: the first use of the layer on two fresh runners.
+        caches = [bench.new_cache(f"fleet-{host}") for host in FLEET_HOSTS]
+        specs = [
+            task(
+                step("plugin", **_args("plugin", repo_id, commit, cache_dir=str(caches[h]), cache_layers=[str(layer)])),
+                inspect=True,
+            )
+            for h in hosts
+        ]
+        bench.hub.reset()
+        layered = bench.run(caches[0], specs, prefixes=[prefixes[h] for h in hosts])
+        file_bytes.append(bench.hub.stats()["file_bytes"])
+        walls["layer"].append(wall(layered))
+        sources += [str(r.result("plugin").get("source")) for r in layered]
+        complete = complete and all(_complete(r, "plugin", sizes) for r in layered)
+        # The next session on the same runners: their caches now link into the layer.
+        walls["layer_again"].append(wall(bench.run(caches[0], specs, prefixes=[prefixes[h] for h in hosts])))
+        spec = task(step("plugin", **_args("plugin", repo_id, commit)))
+        walls["warm"].append(wall(bench.run(warm, [spec] * FLEET_PROCESSES, prefixes=[prefixes[h] for h in hosts])))
+        for cache in caches:
+            bench.drop(cache)
+    takeover = [_fleet_takeover(bench, repo_id, commit, repo_bytes, prefixes) for _ in range(p.repeats)]
+    bench.drop(layer)
+    bench.drop(warm)
+    med = {k: median(v) for k, v in walls.items()}
+    bench.figures["15_fleet"] = {
+        "processes": FLEET_PROCESSES,
+        "hosts": list(FLEET_HOSTS) if prefixes[0] else ["this host"],
+        "repo_bytes": repo_bytes,
+        "hub_file_bytes_with_layer": file_bytes,
+        "sources_with_layer": sorted(set(sources)),
+        "complete_snapshots": complete,
+        "wall_s": walls,
+        "lease_s": FLEET_LEASE,
+        "takeover_after_kill_s": takeover,
+    }
+    if not complete or set(sources) != {"layer"}:
+        bench.notes.append(f"15: snapshots over the layer: sources {sorted(set(sources))}, complete {complete}")
+    label = f"15 fleet, {FLEET_PROCESSES} proc as {len(FLEET_HOSTS)} hosts, one layer, {repo_bytes / MIB:.0f} MiB"
+    bench.rows.append(
+        Row(
+            "15.bytes",
+            label,
+            "Hub file bytes for what the layer holds",
+            float(median(file_bytes)),
+            None,
+            None,
+            Target("==", 0, "= 0"),
+            fmt="{:.0f}",
+            note=f"every process's source: {', '.join(sorted(set(sources)))}",
+        )
+    )
+    bench.rows.append(
+        Row(
+            "15.wall",
+            label,
+            "wall over the layer / on a warm local cache",
+            med["layer"] / med["warm"],
+            None,
+            None,
+            Target("info", 0, "-"),
+            note=(
+                f"over the layer: {med['layer']:.2f}s on two new writable caches, {med['layer_again']:.2f}s "
+                f"the next time ({med['layer_again'] / med['warm']:.2f}x); warm local cache {med['warm']:.2f}s"
+            ),
+        )
+    )
+    bench.rows.append(
+        Row(
+            "15.takeover",
+            f"15 fleet, lease holder killed on one host, waiter on the other, lease {FLEET_LEASE:g}s",
+            "takeover after the kill / lease",
+            median(takeover) / FLEET_LEASE,
+            None,
+            None,
+            Target("<=", 1.5, "<= 1.5"),
+            note=f"takeover {median(takeover):.2f}s after the kill (each: {', '.join(f'{t:.2f}' for t in takeover)})",
+        )
+    )
+
+
 WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "1": cold_eight,
     "2": two_repos,
@@ -1057,6 +1209,7 @@ WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "12": cold_cost,
     "13": rate_window,
     "14": outage_warm,
+    "15": fleet,
 }
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from conftest import file_fetches, xet_in_use
+from hosts import host_prefix
 
 from pytest_hfsnapshot import Snapshot
 from pytest_hfsnapshot.core.layout import RepoCache
@@ -186,14 +187,7 @@ OTHER_HOST = "hfsnapshot-elsewhere"
 @pytest.fixture
 def other_host() -> list[str]:
     """A command prefix that runs a program under another hostname (``unshare -u``, needs root)."""
-    prefix = ["unshare", "-u", "sh", "-c", f'hostname {OTHER_HOST} && exec "$0" "$@"']
-    try:
-        probe = subprocess.run([*prefix, "hostname"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        pytest.skip(f"unshare is not usable here: {error}")
-    if probe.returncode != 0 or probe.stdout.strip() != OTHER_HOST:
-        pytest.skip(f"unshare -u is not permitted here: {probe.stderr.strip() or probe.stdout.strip()}")
-    return prefix
+    return host_prefix(OTHER_HOST)
 
 
 def start_together(children_: Sequence[Child], go: Path) -> None:
