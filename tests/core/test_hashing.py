@@ -173,6 +173,7 @@ BIG = random.Random(2).randbytes(24 * MIB)  # random: Xet can neither compress n
 FILES = {"config.json": '{"model_type": "bert"}', "model.safetensors": BIG}
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_a_cold_download_is_verified_without_reading_it_back(local_hub: LocalHub) -> None:
     local_hub.add_repo("org/big", FILES)
     local_hub.slow(64 * MIB)  # slower than hashing: the follower stays just behind the writer
@@ -185,6 +186,7 @@ def test_a_cold_download_is_verified_without_reading_it_back(local_hub: LocalHub
     assert snap.rehashed <= constants.DOWNLOAD_CHUNK_SIZE < len(BIG), snap.rehashed
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_a_byte_corrupted_on_the_wire_is_caught_and_fetched_again(local_hub: LocalHub) -> None:
     local_hub.add_repo("org/big", FILES)
     local_hub.slow(64 * MIB)

@@ -35,6 +35,10 @@ from pytest_hfsnapshot.testing.hub import LocalHub
 OURS_OR_CLIENTS = {".locks", "CACHEDIR.TAG"}
 ORPHAN_RE = re.compile(r"^(?P<etag>[0-9a-f]{40}|[0-9a-f]{64})\.[0-9a-f]{8}\.incomplete$")
 
+# Each state is made of blobs and links, which each transfer path lays out its own way; the tests of
+# locks and of the helpers' argument checks run once.
+pytestmark = pytest.mark.transports("xet", "xet-noshare", "http")
+
 # Per repo type: the files, the largest one (what an interrupted download loses) and a small one.
 REPOS: dict[str, tuple[str, dict[str, bytes | str], str, str]] = {
     "model": (
@@ -382,6 +386,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.transports("xet")
 @pytest.mark.parametrize("host", [None, "ci-runner-7"])
 def test_stale_lock_state(local_hub: LocalHub, host: str | None) -> None:
     repo_id, files, _, _ = REPOS["dataset"]
@@ -404,6 +409,7 @@ def test_stale_lock_state(local_hub: LocalHub, host: str | None) -> None:
     assert not repo.lock_path.exists()  # no kernel lock: the kernel frees those
 
 
+@pytest.mark.transports("xet")
 @pytest.mark.parametrize("host", [None, "ci-runner-7"])
 def test_stale_lock_never_blocks_the_kernel_lock(
     cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch, host: str | None
@@ -417,6 +423,7 @@ def test_stale_lock_never_blocks_the_kernel_lock(
     assert json.loads(holder.read_text())["pid"] == os.getpid()
 
 
+@pytest.mark.transports("xet")
 def test_stale_lock_leaves_the_holder_record_a_real_holder_writes(cached: Cached, half_written: HalfWritten) -> None:
     holder, _ = half_written.stale_lock(cached.repo_id, repo_type=cached.repo_type)
     stale = json.loads(holder.read_text())
@@ -426,6 +433,7 @@ def test_stale_lock_leaves_the_holder_record_a_real_holder_writes(cached: Cached
     assert (stale["mode"], stale["pid"] != live["pid"]) == ("soft", True)
 
 
+@pytest.mark.transports("xet")
 def test_stale_lock_soft_dead_holder_is_taken_over(
     cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -439,6 +447,7 @@ def test_stale_lock_soft_dead_holder_is_taken_over(
     assert not marker.exists()
 
 
+@pytest.mark.transports("xet")
 def test_stale_lock_soft_other_host_is_waited_for_then_named(
     cached: Cached, half_written: HalfWritten, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -498,6 +507,7 @@ def tiny(local_hub: LocalHub) -> Path:
     return local_hub.cache_dir
 
 
+@pytest.mark.transports("xet")
 @pytest.mark.parametrize("name", CALLS)
 def test_paths_reaching_outside_are_value_errors(tiny: Path, name: str) -> None:
     call, before = CALLS[name], digest(tiny)
@@ -543,6 +553,7 @@ def test_symlinks_leading_out_are_value_errors(tiny: Path, tmp_path: Path) -> No
     assert (outside / "secret").read_bytes() == b"do not touch"
 
 
+@pytest.mark.transports("xet")
 @pytest.mark.parametrize("name", CALLS)
 def test_what_is_not_cached_is_file_not_found(tiny: Path, name: str) -> None:
     call = CALLS[name]
