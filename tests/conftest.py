@@ -17,8 +17,11 @@ files, blobs, links or the shared store, hashes or repairs them, puts faults on 
 kills or races processes mid-transfer. A test of what happens before any byte moves (a 403, a 401,
 bad input, options, messages, summaries) runs once. A narrower list (``transports("http")``) pins
 a test to the paths it is about; inside an opted-in module, ``transports("xet")`` on a test runs
-it once. The switch is made the way a user makes it: through huggingface_hub's ``constants`` (read
-at call time) for this process and the environment for children (xdist workers, subprocesses).
+it once. ``pytest --one-transport`` runs every test once, on the first transport it names (the
+suite on another interpreter: the transfer code is huggingface_hub's and hf_xet's).
+
+The switch is made the way a user makes it: through huggingface_hub's ``constants`` (read at
+call time) for this process and the environment for children (xdist workers, subprocesses).
 """
 
 from __future__ import annotations
@@ -51,6 +54,15 @@ _SWITCHES = {
 }
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--one-transport",
+        action="store_true",
+        help="run each local_hub test once, on the first transport its transports marker names "
+        "(tox's py310 and py313: the transfer code is huggingface_hub's and hf_xet's, not the interpreter's)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "transports(*names): run this local_hub test on each of these transfer paths (default: xet once)"
@@ -75,6 +87,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     unknown = set(names) - set(TRANSPORTS)
     if unknown:
         raise ValueError(f"unknown transports {sorted(unknown)}: use {TRANSPORTS}")
+    if metafunc.config.getoption("one_transport"):
+        names = names[:1]
     metafunc.parametrize("transport", names, indirect=True)
 
 
