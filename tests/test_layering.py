@@ -204,7 +204,7 @@ def test_plugin_start_up_imports_no_http_stack() -> None:
 
 
 def test_every_core_module_imports_where_pytest_cannot_be() -> None:
-    from test_cli import NO_PYTEST
+    from core.test_cli import NO_PYTEST
 
     pytest_free = pytest_modules(import_graph())
     core = sorted(name for name in package_modules() if name not in pytest_free)

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import file_fetches, xet_in_use
 
 from pytest_hfsnapshot import materialize
@@ -18,6 +19,8 @@ from .conftest import (
     repo_files,
     start_together,
 )
+
+pytestmark = pytest.mark.transports("xet", "xet-noshare", "http")
 
 
 def test_four_processes_one_repo_empty_cache_fetch_each_file_once(

@@ -175,6 +175,7 @@ PLANTS: dict[str, tuple[Plant, str]] = {
 }
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @pytest.mark.parametrize("verify", ["size", "sha256"])
 @pytest.mark.parametrize("plant", sorted(PLANTS))
 def test_planted_symlink_changes_nothing_outside(scene: Scene, plant: str, verify: str) -> None:
@@ -250,6 +251,7 @@ def _make_writable(root: Path) -> None:
         os.chmod(folder, 0o755)
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @pytest.mark.parametrize("state", ["empty", "populated-branch", "populated-commit"])
 def test_read_only_cache(local_hub: LocalHub, children: Any, without_dac_override: list[str], state: str) -> None:
     files = repo_files(53)

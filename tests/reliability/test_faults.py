@@ -57,13 +57,21 @@ def _xfail_on_xet(request: pytest.FixtureRequest, hub: LocalHub, reason: str) ->
 
 
 @pytest.mark.parametrize(
-    ("pattern", "status"),
-    [("*/revision/*", 503), ("*/tree/*", 500), (FILE_PATTERN, 502), (FILE_PATTERN, 504)],
-    ids=["revision-503", "listing-500", "file-502", "file-504"],
+    ("pattern", "status"), [("*/revision/*", 503), ("*/tree/*", 500)], ids=["revision-503", "listing-500"]
 )
-def test_5xx_burst_below_budget_succeeds(
+def test_5xx_burst_on_the_metadata_below_budget_succeeds(
     local_hub: LocalHub, client_clock: ClientClock, pattern: str, status: int
 ) -> None:
+    _burst_below_budget_succeeds(local_hub, pattern, status)
+
+
+@pytest.mark.transports("xet", "xet-noshare", "http")
+@pytest.mark.parametrize("status", [502, 504])
+def test_5xx_burst_on_a_file_below_budget_succeeds(local_hub: LocalHub, client_clock: ClientClock, status: int) -> None:
+    _burst_below_budget_succeeds(local_hub, FILE_PATTERN, status)
+
+
+def _burst_below_budget_succeeds(local_hub: LocalHub, pattern: str, status: int) -> None:
     files = repo_files(10)
     commit = local_hub.add_repo(REPO, files)
     local_hub.fail(pattern, status, times=2)
@@ -95,6 +103,7 @@ def test_5xx_on_the_revision_above_budget_names_repo_and_attempts(local_hub: Loc
     assert _count(local_hub, "*/resolve/*") == 0
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_5xx_on_a_file_above_budget_names_repo_file_and_attempts(
     local_hub: LocalHub, client_clock: ClientClock
 ) -> None:
@@ -135,6 +144,7 @@ def test_5xx_on_the_listing_above_budget_is_not_retried_twice(local_hub: LocalHu
 CLIENT_HEAD_TRIES = 6
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_5xx_on_a_file_retry_layers_do_not_multiply(local_hub: LocalHub, client_clock: ClientClock) -> None:
     local_hub.add_repo(REPO, repo_files(13))
     local_hub.fail(FILE_PATTERN, 503, times=500)
@@ -165,6 +175,7 @@ def test_429_on_the_revision_waits_retry_after(local_hub: LocalHub) -> None:
     assert 1.0 <= elapsed < 8.0, f"waited {elapsed:.2f}s for Retry-After: 1"
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_429_burst_on_a_file_waits_retry_after(local_hub: LocalHub, request: pytest.FixtureRequest) -> None:
     # huggingface_hub handles this one itself (Retry-After + 1 s); the real clock runs here.
     # Through Xet the 429s land on the CAS reconstruction, which hf_xet retries itself.
@@ -186,6 +197,7 @@ def test_429_burst_on_a_file_waits_retry_after(local_hub: LocalHub, request: pyt
     assert elapsed < 10.0
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_single_429_on_a_file_waits_retry_after(local_hub: LocalHub, request: pytest.FixtureRequest) -> None:
     # Over HTTP the 429 lands on the HEAD, which huggingface_hub re-sends at once: the session's
     # rate-limit gate holds the re-sent HEAD until the window resets. Through Xet it lands on the
@@ -208,6 +220,7 @@ def test_single_429_on_a_file_waits_retry_after(local_hub: LocalHub, request: py
     assert elapsed < 10.0
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @pytest.mark.parametrize(("name", "after_bytes", "times"), [("model.safetensors", 1000, 1), ("tokenizer.json", 0, 3)])
 def test_cut_bodies_are_retried_and_verified(
     local_hub: LocalHub, client_clock: ClientClock, name: str, after_bytes: int, times: int
@@ -230,6 +243,7 @@ def test_cut_bodies_are_retried_and_verified(
     assert incomplete_files(local_hub.cache_dir, REPO) == []
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_cut_bodies_beyond_every_budget_fail_cleanly(local_hub: LocalHub, client_clock: ClientClock) -> None:
     files = repo_files(17)
     local_hub.add_repo(REPO, files)
@@ -244,6 +258,7 @@ def test_cut_bodies_beyond_every_budget_fail_cleanly(local_hub: LocalHub, client
     assert_snapshot_matches(materialize(REPO, retries=0).path, files)
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json"], ids=["lfs-sha256", "git-sha1"])
 def test_corrupted_bodies_are_caught_by_hash_and_refetched(local_hub: LocalHub, name: str) -> None:
     files = repo_files(18)
@@ -259,6 +274,7 @@ def test_corrupted_bodies_are_caught_by_hash_and_refetched(local_hub: LocalHub, 
     assert file_byte_bodies(local_hub, f"*/resolve/*/{name}") == 2
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_corruption_beyond_budget_leaves_nothing_trusted(local_hub: LocalHub) -> None:
     files = repo_files(19)
     commit = local_hub.add_repo(REPO, files)
@@ -298,6 +314,7 @@ def test_revision_api_down_with_cached_branch_is_flagged_unverified(local_hub: L
     assert REPO in str(caught.value) and commit[:12] in str(caught.value)
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_slow_link_completes(local_hub: LocalHub) -> None:
     files = repo_files(21, weight_size=40 * 1024)
     local_hub.add_repo(REPO, files)

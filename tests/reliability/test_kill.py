@@ -24,6 +24,9 @@ from .conftest import assert_snapshot_matches, content_bytes, incomplete_files, 
 TRIALS = 20
 RATE = 160 * 1024  # bytes per second: the ~72 KiB of file bodies take about half a second
 
+# Where a kill lands and what it leaves (an *.incomplete, a half-linked store file) is each transfer path's own.
+pytestmark = pytest.mark.transports("xet", "xet-noshare", "http")
+
 
 def _progress(hub: LocalHub) -> int:
     """File bytes sent so far, whichever way the client fetches them (resolve, CDN or xorb ranges).

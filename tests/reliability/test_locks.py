@@ -69,6 +69,7 @@ def test_live_holder_times_out_naming_pid_and_host(local_hub: LocalHub, children
     assert local_hub.requests == [], "went to the Hub without the lock"
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_lease_end_to_end(local_hub: LocalHub, children: Any, tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv(MODE_ENV, "lease")
     files = repo_files(32)

@@ -97,6 +97,23 @@ def test_retry_after_is_read_from_the_answer(header: str | None, seconds: float 
 
 
 @pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"RateLimit": '"api";r=0;t=55', "RateLimit-Policy": '"fixed window";"api";q=500;w=300'}, 55.0),
+        # Requests left in the window: not a reset to wait for; Retry-After decides.
+        ({"RateLimit": '"api";r=3;t=55', "RateLimit-Policy": '"fixed window";"api";q=500;w=300'}, None),
+        ({"RateLimit": '"api";r=3;t=55', "Retry-After": "2"}, 2.0),
+        ({"Retry-After": "9"}, 9.0),
+        ({"RateLimit": "garbage"}, None),
+        ({}, None),
+    ],
+)
+def test_the_reset_of_a_rate_limit_window(headers: dict[str, str], seconds: float | None) -> None:
+    assert retry.rate_limit_reset(headers) == seconds
+    assert retry.rate_limit_reset(None) is None
+
+
+@pytest.mark.parametrize(
     ("method", "url", "status", "retried"),
     [
         # A file's HEAD: the client retries 5xx, 408, 429 and transport errors (1 + 5 tries).

@@ -80,6 +80,7 @@ def test_a_reset_past_the_cap_fails_at_once_naming_the_limit(pytester: pytest.Py
     assert local_hub.request_count("*/revision/*", status=429) == 1  # not sent again
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_warm_paths_send_nothing_and_a_cold_run_nothing_extra(local_hub: LocalHub) -> None:
     files = {"config.json": CONFIG, "model.safetensors": b"\x01" * 4096, "vocab.txt": "a\nb\n"}
     commit = local_hub.add_repo(REPO, files)

@@ -1,9 +1,10 @@
 """The local Hub double, driven by the real huggingface_hub client (1.x and 2.x) and hf_xet.
 
-Every test that uses ``local_hub`` runs on the client's three transfer paths (``tests/conftest.py``):
-Xet into the shared blob store, Xet with repo-local blobs, plain HTTP through the CDN origin. A
-test of the server's own answers pins one (``SERVER``); a test of plain-HTTP storage uses
-``@pytest.mark.local_hub(xet=False)`` (``plain_storage``); ``STORAGES`` runs a test on both storages.
+A test that downloads through the local Hub runs on the client's three transfer paths
+(``tests/conftest.py``): Xet into the shared blob store, Xet with repo-local blobs, plain HTTP
+through the CDN origin. A test of the server's own answers runs once (``SERVER``, the default);
+a test of plain-HTTP storage uses ``@pytest.mark.local_hub(xet=False)`` (``plain_storage``);
+``STORAGES`` runs a test on both storages.
 """
 
 from __future__ import annotations
@@ -222,6 +223,7 @@ def test_bare_snapshot_download_goes_to_the_hub(hub: LocalHub) -> None:
     assert hub.request_count("/api/models/org/tiny/revision/main") == 1
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_ambient_token_is_hidden_then_usable(local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch) -> None:
     local_hub.add_repo("org/secret", {"config.json": CONFIG, "model.safetensors": WEIGHTS}, private=True)
     with pytest.raises(RepositoryNotFoundError):
@@ -253,6 +255,7 @@ def test_configure_client_works_without_pytest_and_restores(tmp_path: Path, monk
     assert "HF_ENDPOINT" not in os.environ or os.environ["HF_ENDPOINT"] != hub.url
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_child_processes_reach_the_hub_through_the_environment(hub: LocalHub, transport: str) -> None:
     code = "import huggingface_hub as h; print(h.snapshot_download('org/tiny'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
@@ -317,6 +320,7 @@ def test_a_token_other_than_the_hubs_is_refused_on_every_endpoint(hub: LocalHub)
 # -- repos, revisions, listings ------------------------------------------------------------------
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @STORAGES
 @pytest.mark.parametrize(("repo_type", "prefix"), [("model", ""), ("dataset", "datasets/"), ("space", "spaces/")])
 def test_snapshot_and_file_download_for_each_repo_type(
@@ -459,6 +463,7 @@ def test_listings_carry_the_xet_hash_of_xet_backed_files(local_hub: LocalHub, st
         assert tree["model.safetensors"].xet_hash != tree["big.txt"].xet_hash
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @STORAGES
 def test_lfs_and_git_etags_name_the_cached_blobs(local_hub: LocalHub, storage: str) -> None:
     big_text = b"0123456789abcdef" * (1024 * 64)  # exactly 1 MiB: LFS by size
@@ -580,6 +585,7 @@ def test_range_requests(hub: LocalHub, storage: str) -> None:
 # -- access control and not-found errors -----------------------------------------------------
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @STORAGES
 def test_private_repo_is_not_found_on_every_endpoint_without_the_token(local_hub: LocalHub, storage: str) -> None:
     local_hub.add_repo("org/private", FILES, private=True)
@@ -616,6 +622,7 @@ def test_private_flag_applies_from_that_commit_on(local_hub: LocalHub) -> None:
         HfApi().model_info("org/r")
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @STORAGES
 def test_gated_repo_files_need_the_token(local_hub: LocalHub, storage: str) -> None:
     commit = local_hub.add_repo("org/gated", FILES, gated=True)
@@ -698,6 +705,7 @@ def test_hostile_listing_entries(hub: LocalHub) -> None:
 MIB = 1024 * 1024
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_cold_snapshot_download_requests_on_each_transport(local_hub: LocalHub, transport: str) -> None:
     weights = random.Random(7).randbytes(4 * MIB)
     commit = local_hub.add_repo("org/xet", {"config.json": CONFIG, "model.safetensors": weights})
@@ -740,6 +748,7 @@ def test_cold_snapshot_download_requests_on_each_transport(local_hub: LocalHub, 
     assert not list(local_hub.cache_dir.rglob("*.incomplete"))
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_hf_hub_download_on_a_branch_reads_the_redirect(hub: LocalHub, transport: str) -> None:
     path = Path(hf_hub_download("org/tiny", "model.safetensors"))
 
@@ -788,6 +797,7 @@ def test_the_same_bytes_in_many_repos_are_stored_once_and_served_to_each(local_h
     assert local_hub.request_count("*/reconstructions/*") == 1
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_an_empty_lfs_file(local_hub: LocalHub) -> None:
     local_hub.add_repo("org/empty", {"empty.bin": b"", "config.json": CONFIG})
 
@@ -834,6 +844,7 @@ def test_short_lived_cas_tokens_are_refreshed_and_an_expired_one_is_refused(loca
 # -- Xet storage: the fault plan on the CDN, the token route and the CAS ------------------------
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_a_fault_for_a_file_reaches_it_on_whatever_origin_serves_it(
     hub: LocalHub, transport: str, client_sleeps: list[float]
 ) -> None:
@@ -853,6 +864,7 @@ def test_a_fault_for_a_file_reaches_it_on_whatever_origin_serves_it(
     assert hub.request_count(pattern, status=429) == 1
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_a_glob_on_the_file_name_fails_it_on_every_transport(hub: LocalHub, client_sleeps: list[float]) -> None:
     hub.fail("*model.safetensors", 503)
 

@@ -44,6 +44,7 @@ def file_gets(hub: LocalHub) -> int:
     return file_fetches(hub, "*/resolve/*")
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_cold_download_is_verified_and_complete(local_hub: LocalHub, repo: str) -> None:
     snap = materialize("org/tiny")
 
@@ -60,6 +61,7 @@ def test_cold_download_is_verified_and_complete(local_hub: LocalHub, repo: str) 
     assert local_hub.request_count("*/tree/*") == 1
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_warm_pinned_call_makes_no_request(local_hub: LocalHub, repo: str) -> None:
     materialize("org/tiny", revision=repo)
     local_hub.reset_counters()
@@ -93,6 +95,7 @@ def test_branch_resolution_is_shared_by_a_session_across_processes(local_hub: Lo
     assert materialize("org/tiny", session="s2").commit == newer
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_metadata_only_then_full_fetches_only_the_rest(local_hub: LocalHub, repo: str) -> None:
     meta = materialize("org/tiny", metadata_only=True)
     assert "model.safetensors" not in meta.files
@@ -183,6 +186,7 @@ def test_missing_repo_is_an_auth_outcome(local_hub: LocalHub) -> None:
     assert info.value.reason == "not_found_or_private"
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_transient_failures_are_retried(local_hub: LocalHub, repo: str) -> None:
     local_hub.fail("*/revision/*", 503, times=2)
     local_hub.fail("*model.safetensors", 500, times=2)
@@ -199,6 +203,7 @@ def test_transient_failures_beyond_budget_name_repo_and_attempts(local_hub: Loca
     assert local_hub.request_count("*/revision/*") == 2
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_corruption_in_transit_is_caught_by_hash_and_refetched(local_hub: LocalHub, repo: str) -> None:
     local_hub.corrupt("*model.safetensors", times=1)
     snap = materialize("org/tiny", retries=2)
@@ -207,6 +212,7 @@ def test_corruption_in_transit_is_caught_by_hash_and_refetched(local_hub: LocalH
     assert file_fetches(local_hub, "*model.safetensors") == file_byte_bodies(local_hub, "*model.safetensors") == 2
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_truncated_cache_file_is_repaired_alone(local_hub: LocalHub, repo: str) -> None:
     snap = materialize("org/tiny", revision=repo)
     blob = Path(os.path.realpath(snap / "model.safetensors"))
@@ -223,6 +229,7 @@ def test_truncated_cache_file_is_repaired_alone(local_hub: LocalHub, repo: str) 
     assert file_fetches(local_hub, "*/resolve/*") == 1, "nothing else is fetched"
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_same_size_corruption_needs_sha256(local_hub: LocalHub, repo: str) -> None:
     snap = materialize("org/tiny", revision=repo)
     blob = Path(os.path.realpath(snap / "model.safetensors"))
@@ -236,6 +243,7 @@ def test_same_size_corruption_needs_sha256(local_hub: LocalHub, repo: str) -> No
     assert (fixed / "model.safetensors").read_bytes() == WEIGHTS
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_offline_serves_a_complete_cache_and_names_what_is_missing(local_hub: LocalHub, repo: str) -> None:
     materialize("org/tiny", allow_patterns="*.json")
     local_hub.reset_counters()
@@ -250,6 +258,7 @@ def test_offline_serves_a_complete_cache_and_names_what_is_missing(local_hub: Lo
     assert local_hub.requests == []
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_offline_trusts_a_plain_client_cache_after_checking_it(local_hub: LocalHub, repo: str) -> None:
     from huggingface_hub import snapshot_download
 
@@ -272,6 +281,7 @@ def test_unreachable_hub_serves_cached_branch_flagged(local_hub: LocalHub, repo:
         materialize("org/tiny", session="third", retries=1, strict=True)
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_record_is_not_trusted_when_a_file_vanishes(local_hub: LocalHub, repo: str) -> None:
     snap = materialize("org/tiny", revision=repo)
     (snap / "nested" / "vocab.txt").unlink()
@@ -300,6 +310,7 @@ def test_unknown_file_in_listing_is_entry_not_found_not_retried(local_hub: Local
     assert local_hub.request_count("*config.json") <= 2
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_planted_folder_link_is_removed_never_followed(local_hub: LocalHub, repo: str, tmp_path: Path) -> None:
     snap = materialize("org/tiny", revision=repo)
     outside = tmp_path / "outside"
@@ -336,6 +347,7 @@ def test_unwritable_cache_is_a_clear_error_but_a_verified_cache_still_serves(
         materialize("org/tiny", revision="main")
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_interrupted_download_is_a_repair_that_names_the_file(local_hub: LocalHub, repo: str) -> None:
     from pytest_hfsnapshot.testing import half_written
 
@@ -349,6 +361,7 @@ def test_interrupted_download_is_a_repair_that_names_the_file(local_hub: LocalHu
     assert not list((local_hub.cache_dir / "models--org--tiny" / "blobs").glob("*.incomplete"))
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_orphans_of_unselected_files_are_cleaned_too(local_hub: LocalHub, repo: str) -> None:
     from pytest_hfsnapshot.testing import half_written
 
@@ -379,6 +392,7 @@ def test_offline_after_a_refusal_is_the_same_auth_outcome(local_hub: LocalHub) -
         materialize("org/gated", revision="v9", offline=True)
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_a_server_with_other_etags_for_small_files_still_verifies(
     local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -261,6 +261,7 @@ def test_a_snapshot_that_fits_is_fetched_with_the_check_on(local_hub: LocalHub, 
     assert local_hub.served("*model.safetensors") >= 4 * MiB
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @small_fs
 def test_files_already_cached_do_not_count(local_hub: LocalHub, tmp_path: Path) -> None:
     # 8 MiB: after the first 3 MiB file, 3.5 MiB (the second file and the margin) fit; 6.5 would not.
@@ -281,6 +282,7 @@ def test_files_already_cached_do_not_count(local_hub: LocalHub, tmp_path: Path) 
     assert local_hub.request_count("*a.safetensors", method="GET", status=200) == 1
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @small_fs
 def test_a_file_of_the_shared_store_does_not_count(local_hub: LocalHub, transport: str, tmp_path: Path) -> None:
     """A second repo holding the same weights: on Xet with the shared store, its bytes are already here."""
@@ -346,6 +348,7 @@ def test_a_prefetch_that_cannot_fit_transfers_nothing(local_hub: LocalHub, tmp_p
     assert any("org/small@main ready (cache, 1 file" in line for line in lines), output
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @small_fs
 def test_a_disk_that_fills_during_the_transfer(local_hub: LocalHub, tmp_path: Path) -> None:
     """Another process takes the space once the transfer has started: the check passed, the write fails."""
@@ -389,6 +392,7 @@ def test_a_disk_that_fills_during_the_transfer(local_hub: LocalHub, tmp_path: Pa
     assert_nothing_partial(files, "models--org--race", {4 * MiB})
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @small_fs
 def test_with_the_check_off_the_transfer_starts_and_fails_plainly(local_hub: LocalHub, tmp_path: Path) -> None:
     local_hub.add_repo("org/big", {"config.json": "{}", "model.safetensors": weights(8 * MiB, 30)})
@@ -428,6 +432,7 @@ def test_a_read_only_cache(local_hub: LocalHub, tmp_path: Path) -> None:
     assert local_hub.requests == []
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @small_fs
 def test_with_the_check_off_a_prefetch_fails_plainly_one_line_per_cause(local_hub: LocalHub, tmp_path: Path) -> None:
     for number, name in enumerate(("org/a", "org/b", "org/c")):
@@ -497,6 +502,7 @@ def test_the_summary_says_a_full_disk_once_for_every_snapshot(local_hub: LocalHu
     assert output.count("Nothing was transferred.") >= 2  # each failing test's own message
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 @small_fs
 def test_prefetch_only_checks_the_set_and_the_option_turns_it_off(local_hub: LocalHub, tmp_path: Path) -> None:
     for number, name in enumerate(("org/a", "org/b")):

@@ -36,6 +36,10 @@ from pytest_hfsnapshot.testing.hub import LocalHub
 OURS_OR_CLIENTS = {".locks", "CACHEDIR.TAG"}
 ORPHAN_RE = re.compile(r"^(?P<etag>[0-9a-f]{40}|[0-9a-f]{64})\.[0-9a-f]{8}\.incomplete$")
 
+# Each state is made of blobs and links, which each transfer path lays out its own way; the tests of
+# locks and of the helpers' argument checks run once.
+pytestmark = pytest.mark.transports("xet", "xet-noshare", "http")
+
 # Per repo type: the files, the largest one (what an interrupted download loses) and a small one.
 REPOS: dict[str, tuple[str, dict[str, bytes | str], str, str]] = {
     "model": (
@@ -537,6 +541,7 @@ def tiny(local_hub: LocalHub) -> Path:
     return local_hub.cache_dir
 
 
+@pytest.mark.transports("xet")
 @pytest.mark.parametrize("name", CALLS)
 def test_paths_reaching_outside_are_value_errors(tiny: Path, name: str) -> None:
     call, before = CALLS[name], digest(tiny)
@@ -582,6 +587,7 @@ def test_symlinks_leading_out_are_value_errors(tiny: Path, tmp_path: Path) -> No
     assert (outside / "secret").read_bytes() == b"do not touch"
 
 
+@pytest.mark.transports("xet")
 @pytest.mark.parametrize("name", CALLS)
 def test_what_is_not_cached_is_file_not_found(tiny: Path, name: str) -> None:
     call = CALLS[name]

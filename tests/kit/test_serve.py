@@ -187,6 +187,7 @@ def test_bad_folders_are_clear_errors(tmp_path: Path, setup: object, message: st
     assert str(root) in result.stderr
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
 def test_repos_sharing_content_download_on_every_transport(local_hub: LocalHub, tmp_path: Path) -> None:
     # The demo's repos hold the same byte pattern at several sizes: Xet dedupes them into shared,
     # overlapping chunk runs of one xorb, which the CAS must answer with one fetch entry per run

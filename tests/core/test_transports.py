@@ -27,6 +27,8 @@ from pytest_hfsnapshot.testing.hub import LocalHub
 WEIGHTS = random.Random(0).randbytes(256 * 1024)
 FILES = {"config.json": '{"model_type": "bert"}', "tokenizer_config.json": "{}", "model.safetensors": WEIGHTS}
 
+pytestmark = pytest.mark.transports("xet", "xet-noshare", "http")
+
 
 def store_file(cache: Path, repo_id: str, path: str = "model.safetensors") -> Path | None:
     """The shared-store file a cached repo file resolves to, or None when its blob is repo-local."""
