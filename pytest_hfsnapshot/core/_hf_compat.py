@@ -8,29 +8,27 @@ missing) or raises :class:`HubCompatibilityError`, which names them too. The sam
 each one on the installed release, so that a release which renames or changes one fails there,
 loudly, rather than silently somewhere in a download.
 
-======================================================  ===============================================
-private name                                            used for (fallback)
-======================================================  ===============================================
-``huggingface_hub._tree_cache``: ``read_tree_cache``,   reading and writing the listing where and as the
-``write_tree_cache``, ``TreeCacheEntry``                client keeps it (:func:`client_listing_cache`; none:
-                                                        the 1.33-2.4 format, written by hand in layout)
-``huggingface_hub.utils._shared_blobs``:                whether a Xet file's bytes are already in the
-``shared_blobs_enabled``, ``has_shared_blob``           shared blob store (none: not in use, counted as
-                                                        to fetch)
-``huggingface_hub.utils._http._GLOBAL_CLIENT_FACTORY``  the factory in place, wrapped by the rate-limit
-                                                        gate (none: ``default_client_factory``; neither:
-                                                        HubCompatibilityError)
-``huggingface_hub.utils._http`` in ``sys.modules``      whether the client's HTTP layer is loaded yet
-                                                        (none: never, the gate waits for a snapshot)
-``huggingface_hub.utils._http._HUB_ORIGINS``,           the testing kit: a local Hub counts as a Hub
-``_url_origin``                                         origin (none: nothing to extend, as in 1.33)
-``huggingface_hub.constants._staging_mode`` and the     the testing kit: the endpoint and cache folders
-copies ``utils._cache_manager.HF_HUB_CACHE``,           the client copied at import (each absent one
-``utils._cache_assets.HF_ASSETS_CACHE``,                is skipped: that release keeps no such copy)
-``utils._git_credential.ENDPOINT``
-``huggingface_hub.utils._xet.XET_CONNECTION_INFO_CACHE``  the testing kit: Xet tokens of a previous local
-                                                        Hub are dropped (none: nothing cached to drop)
-======================================================  ===============================================
+What is reached, what for, and the fallback:
+
+- ``huggingface_hub._tree_cache`` (``read_tree_cache``, ``write_tree_cache``, ``TreeCacheEntry``):
+  the listing read and written where and as the client keeps it (:func:`client_listing_cache`).
+  Fallback: layout writes the format of huggingface_hub 1.33 to 2.4 by hand.
+- ``huggingface_hub.utils._shared_blobs`` (``shared_blobs_enabled``, ``has_shared_blob``): whether
+  a Xet file's bytes are already in the shared blob store (the space check). Fallback: the store
+  is taken as not in use, its files as still to fetch.
+- ``huggingface_hub.utils._http._GLOBAL_CLIENT_FACTORY``: the factory in place, which the
+  rate-limit gate wraps. Fallback: ``default_client_factory``; without either,
+  :class:`HubCompatibilityError`.
+- ``huggingface_hub.utils._http`` in ``sys.modules``: whether the client's HTTP layer is loaded
+  (the plugin installs its gate then). Fallback: none needed; a moved module reads as not loaded,
+  and the gate is installed with the first snapshot.
+- The testing kit's: ``huggingface_hub.constants._staging_mode``; the copies of ``ENDPOINT``,
+  ``HF_HUB_CACHE`` and ``HF_ASSETS_CACHE`` taken at import by ``utils._cache_manager``,
+  ``utils._cache_assets``, ``utils._git_credential`` (and the public ``cli.auth``);
+  ``utils._http._HUB_ORIGINS`` with ``_url_origin``: a local Hub becomes a Hub origin. Fallback:
+  a name the release lacks is skipped (1.33 has no ``_HUB_ORIGINS``).
+- ``huggingface_hub.utils._xet.XET_CONNECTION_INFO_CACHE``: the kit drops the Xet tokens of a
+  local Hub that stopped. Fallback: none is dropped (logged).
 
 Imports happen inside the functions: plugin start-up loads none of huggingface_hub's HTTP stack.
 """
