@@ -162,14 +162,14 @@ def test_a_refusal_that_cannot_be_written_is_not_an_error(repo: RepoCache) -> No
 
 
 def test_failures_are_shared_per_session_and_removed_by_the_controller(tmp_path: Path) -> None:
-    writer, reader, stranger = state.SharedFailures("s1"), state.SharedFailures("s1"), state.SharedFailures("s2")
+    writer, reader, stranger = state.FailureMemory("s1"), state.FailureMemory("s1"), state.FailureMemory("s2")
     writer.share(tmp_path, "org--tiny", {"kind": "auth", "reason": "gated"})
 
     assert reader.recall(tmp_path, "org--tiny") == {"kind": "auth", "reason": "gated"}
     assert reader.recall(tmp_path, "org--other") is None
     assert stranger.recall(tmp_path, "org--tiny") is None
 
-    controller = state.SharedFailures("s1")
+    controller = state.FailureMemory("s1")
     controller.adopt(writer.folders)
     controller.remove()
     assert reader.recall(tmp_path, "org--tiny") is None
@@ -179,7 +179,7 @@ def test_failures_are_shared_per_session_and_removed_by_the_controller(tmp_path:
 def test_sharing_into_a_cache_that_cannot_take_it_is_skipped(tmp_path: Path) -> None:
     own_dir(tmp_path).parent.mkdir(parents=True)
     own_dir(tmp_path).write_text("not a folder")
-    failures = state.SharedFailures("s1")
+    failures = state.FailureMemory("s1")
 
     failures.share(tmp_path, "org--tiny", {"kind": "auth"})
 

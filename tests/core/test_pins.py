@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import NO_PYTEST
 
 from pytest_hfsnapshot import InvalidRequestError, OfflineMissingError, RevisionNotFoundError, materialize
 from pytest_hfsnapshot.core import manifest, pins
@@ -19,6 +18,8 @@ from pytest_hfsnapshot.core.layout import own_dir
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.snapshot import Snapshot
 from pytest_hfsnapshot.testing.hub import LocalHub
+
+from .test_cli import NO_PYTEST
 
 A = "a" * 40
 B = "b" * 40

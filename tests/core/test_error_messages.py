@@ -19,7 +19,7 @@ from pytest_hfsnapshot import (
     RevisionNotFoundError,
     TransientError,
 )
-from pytest_hfsnapshot.core import failures, retry
+from pytest_hfsnapshot.core import error_builders, gate, retry
 from pytest_hfsnapshot.request import SnapshotRequest
 
 HUB = "https://hub.test"
@@ -40,7 +40,7 @@ def http_error(
 
 
 def typed(error: BaseException, *, token_set: bool = False) -> HfSnapshotError:
-    return failures.typed(REQUEST, error, retry.classify(error), token_set=token_set, cache_dir=Path("/cache"))
+    return error_builders.typed(REQUEST, error, retry.classify(error), token_set=token_set, cache_dir=Path("/cache"))
 
 
 @pytest.fixture(autouse=True)
@@ -114,17 +114,19 @@ def test_anything_else_says_what_failed_with_the_class_and_status() -> None:
 def test_a_give_up_names_what_where_how_often_and_the_last_cause(
     error: BaseException, what: str, filename: str | None, message: str
 ) -> None:
-    gave_up = failures.gave_up(REQUEST, error, retry.classify(error), 3, what, filename)
+    gave_up = error_builders.gave_up(REQUEST, error, retry.classify(error), 3, what, filename)
 
     assert isinstance(gave_up, TransientError)
     assert str(gave_up) == message
     assert (gave_up.attempts, gave_up.repo_id, gave_up.revision) == (3, "org/tiny", "v1")
-    assert gave_up.filename == (filename or failures.failed_file(error))
+    assert gave_up.filename == (filename or error_builders.failed_file(error))
 
 
 def test_one_attempt_is_singular() -> None:
     error = http_error(status=500, url=f"{HUB}/api/models/org/tiny/revision/v1")
-    assert " after 1 attempt: " in str(failures.gave_up(REQUEST, error, retry.classify(error), 1, "the revision", None))
+    assert " after 1 attempt: " in str(
+        error_builders.gave_up(REQUEST, error, retry.classify(error), 1, "the revision", None)
+    )
 
 
 def test_the_endpoint_and_the_file_are_read_from_anywhere_in_the_chain() -> None:
@@ -136,8 +138,8 @@ def test_the_endpoint_and_the_file_are_read_from_anywhere_in_the_chain() -> None
     except OSError as outer:
         wrapped = outer
 
-    assert failures.endpoint_of(wrapped) == "https://cas.test:8443"
-    assert failures.failed_file(wrapped) == "a+b.json"
+    assert gate.endpoint_of(wrapped) == "https://cas.test:8443"
+    assert error_builders.failed_file(wrapped) == "a+b.json"
     # Nothing to read them from: the Hub in use, and no file.
-    assert failures.endpoint_of(ValueError("x")) == HUB == failures.hub()
-    assert failures.failed_file(ValueError("x")) is None
+    assert gate.endpoint_of(ValueError("x")) == HUB == error_builders.hub()
+    assert error_builders.failed_file(ValueError("x")) is None

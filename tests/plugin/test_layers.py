@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_layers import can_fuse, copy_cache, transfers
-from test_layers import mounted as mounted  # a fixture
+from core.test_layers import can_fuse, copy_cache, transfers
+from core.test_layers import mounted as mounted  # a fixture
 
 from pytest_hfsnapshot import materialize
 from pytest_hfsnapshot.core.layers import LAYERS_ENV
