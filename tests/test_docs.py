@@ -132,6 +132,13 @@ def test_the_readme_is_a_front_page() -> None:
     assert len(lines) <= 250, len(lines)
 
 
+def test_the_readmes_links_lead_somewhere() -> None:
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text(encoding="utf-8"))
+    local = [target for target in targets if not target.startswith(("http://", "https://"))]
+    assert len(local) >= 20, local
+    assert [target for target in local if not (ROOT / target).exists()] == []
+
+
 def test_the_readmes_set_up_commands_are_what_ci_runs() -> None:
     first = blocks(README)[0]
     assert first.commands() == [
