@@ -40,15 +40,12 @@ def _flag(option: OptionSpec) -> str:
 
 
 def options_table() -> str:
-    """Every option of the plugin: flag, ini key, default, environment variable, meaning."""
-    rows = [
-        "| option | ini key | default | environment | meaning |",
-        "|---|---|---|---|---|",
-    ]
+    """Every option of the plugin: flag and ini key, default, meaning (and its environment variable)."""
+    rows = ["| option, ini key | default | meaning |", "|---|---|---|"]
     for option in OPTIONS:
-        env = f"`{option.env}`" if option.env else ""
+        env = f" Environment: `{option.env}`." if option.env else ""
         rows.append(
-            f"| {_flag(option)} | `{option.ini}` | {_cell(option.shown_default)} | {env} | {_cell(option.help)} |"
+            f"| {_flag(option)}<br>`{option.ini}` | {_cell(option.shown_default)} | {_cell(option.help)}.{env} |"
         )
     return "\n".join(rows)
 
