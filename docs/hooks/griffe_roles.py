@@ -2,7 +2,7 @@
 
 The docstrings are written for ``help()`` and editors, with roles such as
 ``:class:`~pytest_hfsnapshot.Snapshot``` and ``:func:`materialize```; Markdown has no roles,
-so each becomes the code span of its target (the last name for ``~`` targets).
+so each becomes the code span of its target (its last name, with its class, for ``~`` targets).
 """
 
 from __future__ import annotations
@@ -17,7 +17,12 @@ _ROLE = re.compile(r":(?:py:)?[a-z]+:`(~?)([^`]+)`")
 
 def _code(match: re.Match[str]) -> str:
     target = match.group(2)
-    return f"`{target.rsplit('.', 1)[-1] if match.group(1) else target}`"
+    if match.group(1):
+        # ``~a.b.Class.method`` reads ``Class.method``, as ``~a.b.Class`` reads ``Class``.
+        parts = target.split(".")
+        keep = 2 if len(parts) > 1 and parts[-2][:1].isupper() else 1
+        target = ".".join(parts[-keep:])
+    return f"`{target}`"
 
 
 class SphinxRolesAsCode(griffe.Extension):
