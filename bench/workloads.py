@@ -1,5 +1,8 @@
 """The eight workloads of issue 7 and the wire cost per transport (issue 10), measured side by side.
 
+Workload 4 also measures pin files (issue 20): the warm-branch session with ``--hf-pins``, and the
+revision requests of a small fleet's CI run with and without a pin file, beside the formula.
+
 Every workload adds its repos to the bench Hub, runs fresh worker processes (see
 :mod:`bench.worker`) on fresh caches, reads the Hub's counters, and appends rows (ratios against
 targets) and raw figures (every sample, plus medians) to the :class:`~bench.runner.Bench`.
@@ -20,10 +23,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_hfsnapshot.core import pins
+
 from .limits import outage_warm, rate_window
 from .runner import TOOLS, Bench, Row, Target, WorkerResult, log, median, step, task, wall
 
 MIB = 1 << 20
+#: The fleet figure of workload 4, measured: runners (one session each) x branch snapshots per runner.
+FLEET_RUNNERS = 4
+FLEET_SNAPSHOTS = 3
+#: The Hub's API quota the fleet figure is set against (issue 20): 500 calls per 5 minutes.
+HUB_API_QUOTA = 500
 
 
 @dataclass(frozen=True)
@@ -375,15 +385,27 @@ def warm_pinned(bench: Bench) -> None:
 
 
 # --- 4. warm branch, 8 workers, one session ---------------------------------------------------------
+def _pin_file(bench: Bench, name: str, commits: dict[str, str]) -> Path:
+    """A pin file of ``main`` of each repo (repo id -> commit), as ``--hf-update-pins`` writes it."""
+    path = bench.workdir / "pins" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = [
+        {"repo_id": r, "repo_type": "model", "revision": "main", "commit": c} for r, c in sorted(commits.items())
+    ]
+    path.write_text(pins.render(entries), encoding="utf-8")
+    return path
+
+
 def warm_branch(bench: Bench) -> None:
     p = bench.profile
     repo_id = "bench/warm-branch"
-    bench.hub.add_repo(repo_id, {**_metadata(), "model.safetensors": MIB})
+    info = bench.hub.add_repo(repo_id, {**_metadata(), "model.safetensors": MIB})
+    pin_file = _pin_file(bench, "warm-branch", {repo_id: info["commit"]})
     cache = bench.new_cache("branch")
     bench.run(cache, [task(*(step(tool, **_args(tool, repo_id, "main")) for tool in TOOLS))])
-    revision_requests: dict[str, list[int]] = {t: [] for t in TOOLS}
-    total_requests: dict[str, list[int]] = {t: [] for t in TOOLS}
-    walls: dict[str, list[float]] = {t: [] for t in TOOLS}
+    revision_requests: dict[str, list[int]] = {t: [] for t in (*TOOLS, "pinned")}
+    total_requests: dict[str, list[int]] = {t: [] for t in (*TOOLS, "pinned")}
+    walls: dict[str, list[float]] = {t: [] for t in (*TOOLS, "pinned")}
     calls = 2
     for r in range(p.repeats):
         for tool in _rotate(TOOLS, r):
@@ -395,6 +417,14 @@ def warm_branch(bench: Bench) -> None:
             revision_requests[tool].append(stats["revision_requests"])
             total_requests[tool].append(stats["requests"])
             walls[tool].append(wall(results))
+        # The same session with the pin file (--hf-pins): main is the pinned commit, asked of no one.
+        bench.hub.reset()
+        spec = task(step("plugin", **_args("plugin", repo_id, "main", _session(), pins=str(pin_file))), rounds=calls)
+        results = bench.run(cache, [spec] * 8)
+        stats = bench.hub.stats()
+        revision_requests["pinned"].append(stats["revision_requests"])
+        total_requests["pinned"].append(stats["requests"])
+        walls["pinned"].append(wall(results))
     med_rev = {t: median(v) for t, v in revision_requests.items()}
     bench.figures["4_warm_branch"] = {
         "workers": 8,
@@ -420,6 +450,85 @@ def warm_branch(bench: Bench) -> None:
             ),
         )
     )
+    bench.rows.append(
+        Row(
+            "4.revision.pinned",
+            f"4 warm branch, pinned (--hf-pins), 8 proc x {calls} calls",
+            "revision requests per session",
+            med_rev["pinned"],
+            None,
+            None,
+            Target("<=", 0, "= 0"),
+            fmt="{:.0f}",
+            note=(
+                f"the same session without the pin file: {med_rev['plugin']:.0f}; all requests "
+                f"{median(total_requests['pinned']):.0f} (without: {median(total_requests['plugin']):.0f}); "
+                f"wall {median(walls['pinned']):.2f}s"
+            ),
+        )
+    )
+    bench.drop(cache)
+    _fleet(bench)
+
+
+def _fleet(bench: Bench) -> None:
+    """Revision requests of a fleet's CI run, with and without a pin file: measured small, then the formula."""
+    n, m = FLEET_RUNNERS, FLEET_SNAPSHOTS
+    commits = {
+        f"bench/fleet-{i}": bench.hub.add_repo(f"bench/fleet-{i}", {**_metadata(), "model.safetensors": 4096})["commit"]
+        for i in range(m)
+    }
+    pin_file = _pin_file(bench, "fleet", commits)
+    cache = bench.new_cache("fleet")
+    bench.run(cache, [task(*(step("plugin", name=r, **_args("plugin", r, "main")) for r in commits))])
+
+    def ci_run(**extra: Any) -> int:
+        """One CI run: ``n`` runners, each a test session of its own materializing the ``m`` snapshots."""
+        bench.hub.reset()
+        runners = []
+        for _ in range(n):
+            session = _session()
+            runners.append(
+                task(*(step("plugin", name=r, **_args("plugin", r, "main", session, **extra)) for r in commits))
+            )
+        bench.run(cache, runners)
+        return int(bench.hub.stats()["revision_requests"])
+
+    unpinned = ci_run()
+    pinned = ci_run(pins=str(pin_file))
+    bench.figures["4_fleet"] = {"runners": n, "branch_snapshots": m, "unpinned": unpinned, "pinned": pinned}
+    bench.rows.append(
+        Row(
+            "4.fleet",
+            f"4 fleet, {n} runners x {m} branch snapshots",
+            "revision requests per CI run, pinned",
+            float(pinned),
+            None,
+            None,
+            Target("<=", 0, "= 0"),
+            fmt="{:.0f}",
+            note=f"without the pin file: {unpinned} (N x M = {n * m}); see the fleet section for the formula",
+        )
+    )
+    big_n, big_m = 500, 20
+    head = (
+        "| runners x branch snapshots | revision requests without a pin file | with `--hf-pins` | |\n"
+        "|---|---|---|---|\n"
+    )
+    body = (
+        f"| {n} x {m} | {unpinned} | {pinned} | measured: {n} test sessions (processes) of {m} snapshots each, "
+        "warm cache, local Hub counters |\n"
+        "| N x M | N x M per CI run (one per branch snapshot per session) | 0 per CI run; M per scheduled "
+        "`pins check` | formula |\n"
+        f"| {big_n} x {big_m} | {big_n * big_m:,} per CI run: {big_n * big_m / HUB_API_QUOTA:.0f} x the Hub's "
+        f"{HUB_API_QUOTA} API calls per 5 minutes | 0; {big_m} per `pins check` | formula |\n"
+    )
+    text = (
+        "Each runner of a CI fleet is a test session of its own, and a session asks the Hub once for each branch or "
+        "tag it uses; with a pin file (`--hf-pins`) it asks for none: the pinned commits come from the file, and "
+        "only the scheduled `pytest-hfsnapshot pins check` asks, once per pin.\n\n" + head + body
+    )
+    bench.sections.append(("4 fleet: revision requests with and without a pin file", text))
     bench.drop(cache)
 
 
@@ -835,59 +944,100 @@ def wire_cost(bench: Bench) -> None:
 LINK_MIB_S = 200
 
 
+#: ABBA pairs of workload 12 per profile: at least 9 where the figures are reported.
+COLD_COST_PAIRS = {"smoke": 2, "quick": 9, "full": 11}
+
+
+def _spread(values: list[float]) -> str:
+    return f"{median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}, {len(values)} pairs)"
+
+
+def _cold_cost_run(bench: Bench, tool: str, repo_id: str, commit: str, transport: str) -> dict[str, float]:
+    """One cold fetch in its own process, then one bare hashlib pass over the file it left, in another."""
+    cache = bench.new_cache("cold-cost")
+    os.sync()  # the last run's dirty pages must not be written back during this one
+    res = bench.run(cache, [task(step(tool, **_args(tool, repo_id, commit)))], transport)[0]
+    out = {"wall": res.durations(tool)[0], "cpu": float(res.data["cpu_s"]), "rss": res.maxrss_kib / 1024}
+    if tool == "plugin":
+        out["rehashed"] = float(res.result(tool).get("rehashed") or 0)
+    snapshot = cache / f"models--{repo_id.replace('/', '--')}" / "snapshots" / commit
+    os.sync()
+    hashed = bench.run(cache, [task(step("sha256", snapshot=str(snapshot), patterns=["*.safetensors"]))], transport)[0]
+    out["hash_cpu"] = float(hashed.data["cpu_s"])
+    bench.drop(cache)
+    return out
+
+
 def cold_cost(bench: Bench) -> None:
+    """Workload 12: what hashing on arrival costs, as ABBA pairs of processes (plugin, A = snapshot_download).
+
+    Each fetch runs in a fresh process with dirty pages flushed before it; after each, a bare
+    ``hashlib.sha256`` pass over the file it left runs in another process. Per pair: the wall ratio
+    plugin / A, and the CPU the plugin added over A in units of that bare pass (its own measure
+    for this file on this run: 1.0 means exactly one extra hash pass). Medians of the pairs with
+    their spread, so a noisy neighbour shows as spread instead of moving a single figure.
+    """
     p = bench.profile
+    pairs_n = COLD_COST_PAIRS.get(p.name, 9)
     repo_id = "bench/cold-cost"
     info = bench.hub.add_repo(repo_id, {**_metadata(), "model.safetensors": p.huge_mib * MIB})
     commit = info["commit"]
-    figures: dict[str, Any] = {"file_mib": p.huge_mib, "link_mib_s": LINK_MIB_S}
+    gib = p.huge_mib / 1024
+    figures: dict[str, Any] = {"file_mib": p.huge_mib, "link_mib_s": LINK_MIB_S, "pairs": pairs_n}
     for transport in _transports(bench):
         for mode, rate, goal in (("capped", LINK_MIB_S * MIB, 1.02), ("uncapped", None, 1.10)):
             bench.hub.set_link_rate(rate)
-            walls: dict[str, list[float]] = {"plugin": [], "hf": []}
-            rss: dict[str, list[float]] = {"plugin": [], "hf": []}
-            cpu: dict[str, list[float]] = {"plugin": [], "hf": []}
-            rehashed: list[int] = []
-            for r in range(p.repeats):
-                for tool in _rotate(("plugin", "hf"), r):
-                    cache = bench.new_cache("cold-cost")
-                    res = bench.run(cache, [task(step(tool, **_args(tool, repo_id, commit)))], transport)[0]
-                    walls[tool].append(res.durations(tool)[0])
-                    rss[tool].append(res.maxrss_kib / 1024)
-                    cpu[tool].append(float(res.data["cpu_s"]))
-                    if tool == "plugin":
-                        rehashed.append(int(res.result(tool).get("rehashed") or 0))
-                    bench.drop(cache)
-            med = {t: median(v) for t, v in walls.items()}
-            # Each repeat runs both tools back to back: the ratio of each pair is less exposed to
-            # the load other processes put on the machine than the ratio of the two medians.
-            pairs = [a / b for a, b in zip(walls["plugin"], walls["hf"], strict=True)]
+            runs: dict[str, list[dict[str, float]]] = {"plugin": [], "hf": []}
+            for n in range(pairs_n):
+                order = ("plugin", "hf") if n % 2 == 0 else ("hf", "plugin")  # A B, B A, A B, ...
+                for tool in order:
+                    runs[tool].append(_cold_cost_run(bench, tool, repo_id, commit, transport))
+            plug, hf = runs["plugin"], runs["hf"]
+            wall_pairs = [a["wall"] / b["wall"] for a, b in zip(plug, hf, strict=True)]
+            # One bare pass: the median over every run of this cell (each run hashed its own file).
+            hash_cpu = median([r["hash_cpu"] for r in plug + hf])
+            added = [(a["cpu"] - b["cpu"]) / hash_cpu for a, b in zip(plug, hf, strict=True)]
+            cpu_gib = {t: median([r["cpu"] for r in v]) / gib for t, v in runs.items()}
             figures[f"{transport}/{mode}"] = {
-                "wall_s": walls,
-                "cpu_s": cpu,
-                "pair_ratios": pairs,
-                "ru_maxrss_mib": rss,
-                "rehashed_bytes": rehashed,
-                "ratio": med["plugin"] / med["hf"],
+                "runs": runs,
+                "wall_pairs": wall_pairs,
+                "cpu_added_passes": added,
+                "cpu_s_per_gib": {**cpu_gib, "sha256_pass": hash_cpu / gib},
             }
             what = f"link capped at {LINK_MIB_S} MiB/s" if rate else "raw loopback"
+            label = f"12 cold, one {p.huge_mib} MiB file, {transport}, {what}"
+            note = (
+                f"median of {pairs_n} ABBA pairs, each side in its own process, dirty pages flushed before each; "
+                f"wall plugin {median([r['wall'] for r in plug]):.2f}s, A {median([r['wall'] for r in hf]):.2f}s; "
+                f"CPU s/GiB: plugin {cpu_gib['plugin']:.2f}, A {cpu_gib['hf']:.2f}, one sha256 pass "
+                f"{hash_cpu / gib:.2f}; peak RSS plugin {median([r['rss'] for r in plug]):.0f} MiB, "
+                f"A {median([r['rss'] for r in hf]):.0f} MiB; hashed after the transfer: "
+                f"{median([r['rehashed'] for r in plug]) / MIB:.1f} MiB"
+            )
             bench.rows.append(
                 Row(
                     f"12.{mode}.{transport}",
-                    f"12 cold, one {p.huge_mib} MiB file, {transport}, {what}",
-                    "wall / A's wall",
-                    med["plugin"] / med["hf"],
+                    label,
+                    "wall / A's wall, median of pairs (min, max)",
+                    median(wall_pairs),
                     1.0,
                     None,
                     Target("<=", goal, f"<= {goal:.2f}"),
                     fmt="{:.3f}",
-                    note=(
-                        f"plugin {med['plugin']:.2f}s, A {med['hf']:.2f}s (median of the per-repeat ratios "
-                        f"{median(pairs):.3f}); CPU plugin {median(cpu['plugin']):.2f}s, A {median(cpu['hf']):.2f}s; "
-                        f"peak RSS plugin "
-                        f"{median(rss['plugin']):.0f} MiB, A {median(rss['hf']):.0f} MiB; hashed after the "
-                        f"transfer: {median(rehashed) / MIB:.1f} MiB (median)"
-                    ),
+                    note=f"pairs {_spread(wall_pairs)}; {note}",
+                )
+            )
+            bench.rows.append(
+                Row(
+                    f"12.{mode}.{transport}.cpu",
+                    label,
+                    "CPU added over A, in sha256 passes, median of pairs",
+                    median(added),
+                    0.0,
+                    None,
+                    Target("<=", 1.15, "<= 1.15"),
+                    fmt="{:.2f}",
+                    note=f"pairs {_spread(added)}",
                 )
             )
     bench.hub.set_link_rate(None)

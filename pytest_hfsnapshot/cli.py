@@ -142,6 +142,96 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     return 0 if result.ok(on_auth_error) else 1
 
 
+def pins_command(args: Sequence[str]) -> int:
+    """``pins check PATH`` / ``pins update PATH``: has any pinned branch or tag moved on the Hub?"""
+    from .settings import DEFAULT_RETRIES
+
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} pins",
+        description=(
+            "Ask the Hub what each branch and tag of a pin file (--hf-pins) points at now, and print one line "
+            "per moved pin, `org/name@main: <old commit> -> <new commit>`, on stdout. check: exit 1 when any "
+            "moved, 0 when none. update: rewrite the moved entries (atomically), exit 0. Both exit 2 for a "
+            "malformed pin file or when the Hub cannot answer for a pin. Needs no pytest."
+        ),
+    )
+    parser.add_argument("action", choices=("check", "update"), help="check: report only; update: rewrite the file")
+    parser.add_argument("path", metavar="PATH", help="the pin file (a manifest is one too)")
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=DEFAULT_RETRIES,
+        help=f"retries for transient Hub errors, per pin (default {DEFAULT_RETRIES})",
+    )
+    options = parser.parse_args(args)
+    if options.retries < 0:
+        parser.error(f"--retries must be at least 0, got {options.retries}")
+    return _pins(options.action, os.path.abspath(options.path), options.retries)
+
+
+def _pins(action: str, path: str, retries: int) -> int:
+    from huggingface_hub import constants
+
+    from .core import gate, outage, pins
+    from .core.engine import resolve_revision
+    from .core.formats import count
+    from .errors import HfSnapshotError, InvalidRequestError
+    from .settings import DEFAULT_MAX_RATE_WAIT, Settings
+
+    name = f"{PROG} pins {action}"
+    try:
+        pin_file = pins.read(path)
+    except InvalidRequestError as error:
+        print(f"{name}: {error}", file=sys.stderr)
+        return 2
+    if constants.HF_HUB_OFFLINE:
+        print(f"{name}: HF_HUB_OFFLINE is set, and the pins can only be checked on the Hub", file=sys.stderr)
+        return 2
+    # One session for the command: one verdict per outage, so a Hub that is down is waited for once.
+    session = "pins-" + uuid.uuid4().hex[:16]
+    cache_dir = constants.HF_HUB_CACHE
+    settings = Settings(retries=retries, session=session)
+    branches = pin_file.branches()
+    commits: dict[pins.Key, str] = {}
+    failed: list[str] = []
+    try:
+        with gate.for_call(cache_dir, DEFAULT_MAX_RATE_WAIT):
+            for pin in branches:
+                try:
+                    commits[pin.key] = resolve_revision(pin.request(), settings)
+                except HfSnapshotError as error:
+                    failed.append(f"could not ask the Hub what {pin.label} points at: {error}")
+    finally:
+        outage.remove(cache_dir, session)
+    update = pin_file.updated(commits)
+    for move in update.moved:
+        print(move.line(), flush=True)
+    for text in failed:
+        print(f"{name}: {text}", file=sys.stderr)
+    if failed:
+        left = f"; {path} is left as it was" if action == "update" else ""
+        print(f"{name}: {len(failed)} of {count(len(branches), 'pin')} could not be checked{left}", file=sys.stderr)
+        return 2
+    moved = len(update.moved)
+    if not moved:
+        print(f"{name}: no pin moved in {path} ({len(branches)} checked)", file=sys.stderr)
+        return 0
+    if action == "check":
+        print(
+            f"{name}: {moved} of {count(len(branches), 'pin')} moved in {path}; `{PROG} pins update {path}` pins what "
+            "they point at now",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        pins.write(path, update)
+    except OSError as error:
+        print(f"{name}: could not write {path}: {error}", file=sys.stderr)
+        return 2
+    print(f"{name}: {moved} of {count(len(branches), 'pin')} moved; {path} rewritten", file=sys.stderr)
+    return 0
+
+
 def serve_command(args: Sequence[str]) -> int:
     """``serve DIR [--port N] [--no-xet]``: a folder of repos as a local Hub, until interrupted."""
     parser = argparse.ArgumentParser(
@@ -191,6 +281,11 @@ COMMANDS: dict[str, Command] = {
         prefetch_command,
         "prefetch [PYTEST ARGS...]        fetch every snapshot the selected tests declare, run no test\n"
         "prefetch --repo ORG/NAME[@REV]   fetch the given snapshots, without pytest ('prefetch --help')",
+    ),
+    "pins": Command(
+        pins_command,
+        "pins check PATH                  exit 1 when a branch or tag of the pin file moved on the Hub\n"
+        "pins update PATH                 rewrite the moved pins of the file ('pins --help')",
     ),
     "serve": Command(
         serve_command,

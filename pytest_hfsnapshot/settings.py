@@ -51,6 +51,8 @@ class Settings:
         token: passed to huggingface_hub (None: its own lookup; False: none).
         space_check: refuse, before transferring, a snapshot the cache's free space cannot take.
         max_rate_wait: the longest wait for a rate-limit window of the Hub to reset.
+        pins: a pin file (:mod:`pytest_hfsnapshot.core.pins`): the branches and tags it lists
+            resolve to their pinned commits without asking the Hub; None: none.
     """
 
     cache_dir: str | os.PathLike[str] | None = None
@@ -63,6 +65,7 @@ class Settings:
     token: str | bool | None = None
     space_check: bool = True
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
+    pins: str | os.PathLike[str] | None = None
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:
@@ -77,6 +80,8 @@ class Settings:
             )
         if self.session is not None and not _SESSION_RE.fullmatch(self.session):
             raise InvalidRequestError(f"session={self.session!r} is not valid: use letters, digits, '_', '.', '-'.")
+        if self.pins is not None and not isinstance(self.pins, str | os.PathLike):
+            raise InvalidRequestError(f"pins={self.pins!r} is not valid: give the path of a pin file, or None.")
         object.__setattr__(self, "lock_timeout", float(self.lock_timeout))
         object.__setattr__(self, "max_rate_wait", float(self.max_rate_wait))
 

@@ -35,9 +35,9 @@ TUTORIAL = DOCS / "tutorial.md"
 
 #: Options and commands of CONTRACT.md that the manual documents before their code has landed.
 #: When one lands, test_pending_features_have_not_landed fails: take it out of here and re-check
-#: the pages that name it (docs/how-to/fleets.md, docs/how-to/pins.md, docs/concepts/locking.md).
-PENDING_OPTIONS = {"--hf-lock-lease", "--hf-cache-layer", "--hf-pins", "--hf-update-pins"}
-PENDING_COMMANDS = {"pins"}
+#: the pages that name it (docs/how-to/fleets.md, docs/concepts/locking.md, troubleshooting).
+PENDING_OPTIONS = {"--hf-lock-lease", "--hf-cache-layer"}
+PENDING_COMMANDS: set[str] = set()
 
 pytestmark = pytest.mark.transports("xet")
 
@@ -353,7 +353,7 @@ def test_pending_features_have_not_landed(pytester: pytest.Pytester) -> None:
     landed = sorted(PENDING_OPTIONS & help_options(pytester)) + sorted(PENDING_COMMANDS & set(cli.COMMANDS))
     assert landed == [], (
         f"{landed} landed: remove them from PENDING_* in tests/test_docs.py and check the pages naming them "
-        "against the code (docs/how-to/fleets.md, docs/how-to/pins.md, docs/concepts/locking.md, troubleshooting)"
+        "against the code (docs/how-to/fleets.md, docs/concepts/locking.md, docs/how-to/troubleshooting.md)"
     )
 
 

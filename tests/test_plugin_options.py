@@ -22,6 +22,8 @@ OPTIONS = [
     "--hf-manifest",
     "--hf-no-space-check",
     "--hf-max-rate-wait",
+    "--hf-pins",
+    "--hf-update-pins",
 ]
 
 # A conftest hook rather than a test: a --hf-prefetch-only run runs no test.
@@ -49,7 +51,7 @@ def test_defaults(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
             "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, "
-            "space_check=True, max_rate_wait=300.0)*"
+            "space_check=True, max_rate_wait=300.0, pins=None, update_pins=False)*"
         ]
     )
 
@@ -69,14 +71,17 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         "--hf-manifest=out/manifest.json",
         "--hf-no-space-check",
         "--hf-max-rate-wait=0",
+        "--hf-pins=rel/pins.json",
+        "--hf-update-pins",
     )
     cache = pytester.path / "rel" / "cache"
     manifest = pytester.path / "out" / "manifest.json"
+    pins = pytester.path / "rel" / "pins.json"
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
             f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            "space_check=False, max_rate_wait=0.0)*"
+            f"space_check=False, max_rate_wait=0.0, pins={pins!r}, update_pins=True)*"
         ]
     )
 
@@ -97,6 +102,8 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
         hf_manifest = m.json
         hf_no_space_check = true
         hf_max_rate_wait = 90
+        hf_pins = ci/pins.json
+        hf_update_pins = true
         """
     )
     pytester.makeconftest(SHOW_OPTIONS)
@@ -104,11 +111,12 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-s", "--rootdir", str(pytester.path), "-c", str(pytester.path / "tox.ini"))
     cache = pytester.path / "ini-cache"
     manifest = pytester.path / "m.json"
+    pins = pytester.path / "ci" / "pins.json"
     result.stdout.fnmatch_lines(
         [
             "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
             f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            "space_check=False, max_rate_wait=90.0)*"
+            f"space_check=False, max_rate_wait=90.0, pins={pins!r}, update_pins=True)*"
         ]
     )
 

@@ -37,7 +37,7 @@ from ..errors import (
 from ..request import RequestKeywords, SnapshotRequest, is_commit
 from ..settings import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT, DEFAULT_RETRIES, Settings, VerifyMode
 from ..snapshot import Snapshot, Source
-from . import failures, gate, outage, refusals, retry, space, state
+from . import failures, gate, outage, pins, refusals, retry, space, state
 from . import listing as listing_mod
 from .credentials import token_set
 from .failures import cause as _cause
@@ -71,6 +71,7 @@ def materialize(
     token: str | bool | None = None,
     space_check: bool = True,
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
+    pins: str | os.PathLike[str] | None = None,
     **keywords: Unpack[RequestKeywords],
 ) -> Snapshot:
     """Return a verified :class:`Snapshot` of ``repo_id`` at ``revision``, downloading at most once per cache.
@@ -99,6 +100,9 @@ def materialize(
         max_rate_wait: the longest wait, in seconds, for a rate-limit window of the Hub to reset;
             every request of the call goes through the rate-limit gate (:mod:`pytest_hfsnapshot.core.gate`).
             Inside a pytest session the session's gate, and so its ``--hf-max-rate-wait``, is used.
+        pins: a pin file (``--hf-pins``, :mod:`pytest_hfsnapshot.core.pins`): a branch or tag it
+            lists resolves to its pinned commit without a request, online and offline, whatever
+            the patterns; a malformed file raises InvalidRequestError naming the file and entry.
 
     Raises:
         AuthError: the Hub refused access (gated, private, a rejected token).
@@ -126,6 +130,7 @@ def materialize(
         token=token,
         space_check=space_check,
         max_rate_wait=max_rate_wait,
+        pins=pins,
     )
     return materialize_request(request, settings)
 
@@ -148,9 +153,25 @@ def plan_request(request: SnapshotRequest, settings: Settings | None = None) -> 
     matter.
     """
     base = settings or Settings()
-    planning = Settings(cache_dir=base.cache_dir, retries=0, offline=False, session=base.session, token=base.token)
+    planning = Settings(
+        cache_dir=base.cache_dir, retries=0, offline=False, session=base.session, token=base.token, pins=base.pins
+    )
     # One unretried try is no verdict on the Hub: the call that follows spends the real budget.
     return _Engine(request, planning, remembers_outages=False).plan()
+
+
+def resolve_revision(request: SnapshotRequest, settings: Settings | None = None) -> str:
+    """The commit ``request``'s branch or tag points at on the Hub now (``pytest-hfsnapshot pins``).
+
+    One revision request, retried as :func:`materialize_request` retries it, through the rate-limit
+    gate; no pin file, cache or earlier resolution is consulted and nothing is recorded. Only
+    ``settings``' cache (for the session's state), session, token, retries and rate-limit wait
+    matter. Raises the typed errors of :func:`materialize` (AuthError, RevisionNotFoundError,
+    TransientError, ...).
+    """
+    engine = _Engine(request, dataclasses.replace(settings or Settings(), offline=False, pins=None))
+    with gate.for_call(engine.repo.cache_dir, engine.settings.max_rate_wait, engine.settings.session):
+        return engine._hub_commit()
 
 
 class _Engine:
@@ -168,6 +189,8 @@ class _Engine:
         self.repair = Repairer(self.repo, request.label, lock_timeout=self.settings.lock_timeout)
         #: Bytes of downloaded files hashed after their transfer (not while they arrived).
         self.rehashed = 0
+        #: The commit the pin file gives the request's branch or tag; None when it is not listed.
+        self.pin = pins.load(settings.pins).commit_for(request) if settings.pins is not None else None
 
     # --- entry --------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -294,6 +317,8 @@ class _Engine:
     def _known_commit(self) -> str | None:
         if self.request.pinned:
             return self.request.revision
+        if self.pin is not None:
+            return self.pin  # no request, online or offline: the pin file says what the branch means
         commit = state.resolved(self.repo, self.request, self.settings.session)
         if commit is not None:
             return commit
@@ -321,12 +346,7 @@ class _Engine:
     def _resolve(self) -> tuple[str, bool]:
         """The commit a branch or tag points at now, or (cached commit, True) when the Hub is unreachable."""
         try:
-            info = self._with_retries(
-                lambda: self._api().repo_info(
-                    self.request.repo_id, repo_type=self.request.repo_type, revision=self.request.revision
-                ),
-                what="the revision",
-            )
+            commit = self._hub_commit()
         except TransientError:
             cached = self.repo.read_ref(self.request.revision)
             if cached is None:
@@ -338,6 +358,17 @@ class _Engine:
                 cached[:12],
             )
             return cached, True
+        state.remember_resolution(self.repo, self.request, self.settings.session, commit)
+        return commit, False
+
+    def _hub_commit(self) -> str:
+        """What the Hub says the branch or tag points at, asked with retries."""
+        info = self._with_retries(
+            lambda: self._api().repo_info(
+                self.request.repo_id, repo_type=self.request.repo_type, revision=self.request.revision
+            ),
+            what="the revision",
+        )
         commit = getattr(info, "sha", None)
         if not isinstance(commit, str) or not is_commit(commit):
             raise VerificationError(
@@ -345,8 +376,7 @@ class _Engine:
                 repo_id=self.request.repo_id,
                 revision=self.request.revision,
             )
-        state.remember_resolution(self.repo, self.request, self.settings.session, commit)
-        return commit, False
+        return commit
 
     def _with_retries(self, call: Any, *, what: str, filename: str | None = None, retried: bool = True) -> Any:
         """Run ``call``, retrying transient failures; ``retried=False`` when the client retries it already."""
@@ -395,6 +425,9 @@ class _Engine:
             raise give_up(error, kind, backoff.attempts, what, filename) from error
 
     def _typed(self, error: BaseException, kind: retry.Classification) -> HfSnapshotError:
+        if kind.kind == "revision_not_found" and self.pin is not None and self.settings.pins is not None:
+            # Every request asked for the pinned commit: that commit, not the branch, is what is gone.
+            return pins.missing_commit(self.settings.pins, self.request, self.pin, _hub())
         return failures.typed(self.request, error, kind, token_set=self._token_set(), cache_dir=self.repo.cache_dir)
 
     def _disk(self, error: BaseException, number: int, still: list[ExpectedFile] | None = None) -> DiskError:

@@ -23,7 +23,7 @@ from ..errors import InvalidRequestError
 from ..request import RequestKeywords, SnapshotRequest
 from ..settings import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES
 from ..snapshot import Snapshot
-from . import reporting, verdicts
+from . import pinning, reporting, verdicts
 from .declarations import (
     MARKERS,
     NO_TOKEN_REASON,
@@ -65,6 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     options = read_options(config)
+    pinning.configure(config, options)
     start(config, options)
     if options.offline:
         config.stash[_RESTORE_KEY] = force_offline()
@@ -97,6 +98,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             prefetch_run.finish(session, state)
         if state.options.manifest is not None:
             reporting.write_manifest(session, state.options.manifest, state.all_uses())
+        pinning.finish(session, state.options, state.all_uses())
 
 
 # --- collection and running ---------------------------------------------------------------------
@@ -170,6 +172,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         failed=list(state.failed.values()),
         rate_limited=gate.waited(state.gate_folders()),
         unreachable=outage.endpoints(state.options.effective_cache_dir(), state.session_id),
+        pins=pinning.summary_lines(config),
     )
 
 

@@ -47,6 +47,10 @@ class Options:
     space_check: bool = True
     #: Longest wait, in seconds, for one rate-limit window of the Hub to reset.
     max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
+    #: The pin file (``--hf-pins``): the commits its branches and tags resolve to.
+    pins: Path | None = None
+    #: Resolve every snapshot on the Hub and write the pin file at the end (``--hf-update-pins``).
+    update_pins: bool = False
 
     def settings(self, session: str) -> Settings:
         """How this run's snapshots are made, for the processes of test session ``session``."""
@@ -60,6 +64,8 @@ class Options:
             session=session,
             space_check=self.space_check,
             max_rate_wait=self.max_rate_wait,
+            # An update asks the Hub for every branch: the file's old commits are what it replaces.
+            pins=None if self.update_pins else self.pins,
         )
 
     def effective_cache_dir(self) -> Path:
@@ -208,6 +214,22 @@ OPTIONS: tuple[OptionSpec, ...] = (
         metavar="SECONDS",
     ),
     OptionSpec(
+        "--hf-pins",
+        "a pin file (JSON, the manifest's format; a manifest is one): the branches and tags it lists "
+        "resolve to their pinned commits, without asking the Hub",
+        "string",
+        "",
+        metavar="PATH",
+        default_text="none",
+    ),
+    OptionSpec(
+        "--hf-update-pins",
+        "resolve every snapshot of the session on the Hub and write the --hf-pins file at the end "
+        "(moved pins updated, new ones added, the others kept)",
+        "bool",
+        False,
+    ),
+    OptionSpec(
         None,
         "snapshots --hf-prefetch-only fetches besides the selected tests' declarations (those "
         "hf_snapshots(...) gets): one per line, org/name[@revision] or a JSON object of its arguments",
@@ -279,9 +301,23 @@ def read_options(config: pytest.Config) -> Options:
         text = str(value).strip()
         return (base / Path(text).expanduser()).resolve() if text else None
 
+    offline_value, offline_where, _ = raw("hf_offline")
+    offline = bool(offline_value) or env_offline()
+    pins = path("hf_pins")
+    update_pins, update_where, _ = raw("hf_update_pins")
+    if update_pins and pins is None:
+        raise pytest.UsageError(
+            f"{update_where} needs --hf-pins=PATH (or the ini option hf_pins): the pin file to write"
+        )
+    if update_pins and offline:
+        why = offline_where if offline_value else "HF_HUB_OFFLINE=1"
+        raise pytest.UsageError(
+            f"{update_where} asks the Hub what every branch and tag points at, and {why} makes this run "
+            "offline: drop one of them"
+        )
     return Options(
         # HF_HUB_OFFLINE is read here too: see pytest_hfsnapshot.offline.
-        offline=flag("hf_offline") or env_offline(),
+        offline=offline,
         on_auth_error=choice("hf_on_auth_error", AUTH_ACTIONS),
         on_missing=choice("hf_on_missing", MISSING_ACTIONS),
         strict=flag("hf_strict"),
@@ -297,6 +333,8 @@ def read_options(config: pytest.Config) -> Options:
         max_rate_wait=number(
             "hf_max_rate_wait", integer=False, minimum=0, inclusive=True, wanted="a number of seconds >= 0"
         ),
+        pins=pins,
+        update_pins=bool(update_pins),
     )
 
 

@@ -37,12 +37,14 @@ def write_summary(
     failed: Collection[Failure] = (),
     rate_limited: Waited | None = None,
     unreachable: Sequence[str] = (),
+    pins: Sequence[str] = (),
 ) -> None:
     """The ``hf snapshots`` section, when the session used a snapshot, met a refused access, a
-    failure or a rate limit, or has tests using the factory that a prefetch cannot see
-    (``factory_tests``: their number, given only when the ini option ``hf_prefetch`` is empty)."""
+    failure or a rate limit, has tests using the factory that a prefetch cannot see
+    (``factory_tests``: their number, given only when the ini option ``hf_prefetch`` is empty), or
+    has lines about its pin file (``pins``, :mod:`pytest_hfsnapshot.plugin.pinning`)."""
     limited = rate_limited if rate_limited is not None and rate_limited.windows else None
-    if not uses and not auth_counts and not failed and not factory_tests and limited is None:
+    if not uses and not auth_counts and not failed and not factory_tests and limited is None and not pins:
         return
     terminalreporter.write_sep("=", "hf snapshots")
     for line in summary_lines(uses, verbose=verbose):
@@ -71,6 +73,8 @@ def write_summary(
         )
     if factory_tests:
         terminalreporter.write_line(factory_note(factory_tests))
+    for line in pins:
+        terminalreporter.write_line(line)
 
 
 def factory_note(tests: int) -> str:

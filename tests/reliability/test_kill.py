@@ -79,12 +79,14 @@ def test_kill_at_random_point_then_materialize(
         assert left_behind, f"seed {seed}: killed at {point:.0%} of the bytes, yet no *.incomplete is left"
 
     local_hub.slow(None)
-    snap = materialize("org/killed", lock_timeout=5, retries=2)
+    # A dead holder is taken over at once; waiting for it would last the whole lock timeout. The
+    # bound below sits far from both, so a loaded machine (seen: load 20 on 2 cores) cannot flip it.
+    snap = materialize("org/killed", lock_timeout=30, retries=2)
 
     assert snap.commit == commit
     assert_snapshot_matches(snap.path, files)
     assert incomplete_files(local_hub.cache_dir, "org/killed") == [], f"seed {seed} ({phase})"
-    assert snap.lock_wait < 1.0, f"seed {seed} ({phase}): waited {snap.lock_wait:.2f}s for a dead holder's lock"
+    assert snap.lock_wait < 10.0, f"seed {seed} ({phase}): waited {snap.lock_wait:.2f}s for a dead holder's lock"
     # A second call trusts what the first one verified: no transfer at all.
     before = local_hub.served("*/resolve/*")
     again = materialize("org/killed", lock_timeout=5)

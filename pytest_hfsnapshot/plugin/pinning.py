@@ -1,0 +1,126 @@
+"""Pin files in a test session: ``--hf-pins`` read at configure time, ``--hf-update-pins`` written at its end.
+
+The engine resolves a pinned branch or tag itself (:mod:`pytest_hfsnapshot.core.pins`); this module
+turns a malformed file into a usage error, writes the update once in the controller from every
+process's snapshot uses (the workers' arrive through ``workeroutput``, see
+:mod:`pytest_hfsnapshot.plugin.session`), and says in the summary what moved and what was not pinned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pytest
+
+from ..core import pins
+from ..core.formats import count
+from ..errors import InvalidRequestError
+from .options import Options
+from .snapshot_uses import SnapshotUse
+
+_PIN_FILE_KEY = pytest.StashKey["pins.PinFile | None"]()
+_LINES_KEY = pytest.StashKey[list[str]]()
+#: Snapshots named in a summary line before "and N more".
+_SHOWN = 10
+
+
+def configure(config: pytest.Config, options: Options) -> None:
+    """Read and validate the run's pin file (every process); a usage error naming the file and the entry."""
+    pin_file = None
+    if options.pins is not None:
+        try:
+            pin_file = pins.read(options.pins, missing_ok=options.update_pins)
+        except InvalidRequestError as error:
+            raise pytest.UsageError(str(error)) from None
+    config.stash[_PIN_FILE_KEY] = pin_file
+
+
+def finish(session: pytest.Session, options: Options, uses: Sequence[SnapshotUse]) -> None:
+    """The controller's part at session finish: write ``--hf-update-pins``, keep the summary's lines.
+
+    A file that cannot be written fails an otherwise green run, as the manifest does.
+    """
+    config = session.config
+    pin_file = config.stash.get(_PIN_FILE_KEY, None)
+    if pin_file is None:
+        return
+    if not options.update_pins:
+        config.stash[_LINES_KEY] = _not_pinned_lines(pin_file, uses)
+        return
+    confirmed = [use for use in uses if not use.snapshot.unverified_revision]
+    update = pin_file.updated({pins.key(use.request): use.snapshot.commit for use in _sorted(confirmed)})
+    try:
+        written = pins.write(pin_file.path, update)
+    except OSError as error:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"hfsnapshot: could not write the pin file {pin_file.path}: {error}", red=True)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
+    config.stash[_LINES_KEY] = _update_lines(pin_file, update, uses, written=written)
+
+
+def _update_lines(
+    pin_file: pins.PinFile, update: pins.Update, uses: Sequence[SnapshotUse], *, written: bool
+) -> list[str]:
+    """What an update run says: the counts, each moved pin, the new ones, and those left unconfirmed."""
+    state = "written" if written else "left as it was"
+    lines = [
+        f"hfsnapshot: pin file {pin_file.path} {state}: {len(update.moved)} moved, {len(update.added)} added, "
+        f"{update.unchanged} unchanged",
+        *(move.line() for move in update.moved),
+    ]
+    if update.added:
+        n = len(update.added)
+        lines.append(
+            f"hfsnapshot: {count(n, 'snapshot')} {'was' if n == 1 else 'were'} not pinned in {pin_file.path}, "
+            f"now pinned: {_listed([pin.label for pin in update.added])}"
+        )
+    unconfirmed = _labels(use for use in uses if use.snapshot.unverified_revision)
+    if unconfirmed:
+        lines.append(
+            f"hfsnapshot: the Hub could not be reached to confirm {count(len(unconfirmed), 'snapshot')}; "
+            f"{'its pin is left as it was' if len(unconfirmed) == 1 else 'their pins are left as they were'}: "
+            f"{_listed(unconfirmed)}"
+        )
+    return lines
+
+
+def summary_lines(config: pytest.Config) -> list[str]:
+    """The pin lines of the ``hf snapshots`` section (after :func:`finish`), else none."""
+    return config.stash.get(_LINES_KEY, [])
+
+
+def _not_pinned_lines(pin_file: pins.PinFile, uses: Iterable[SnapshotUse]) -> list[str]:
+    """Said once: the snapshots (distinct repo type, repo and revision) that the file did not pin."""
+    labels = _labels(use for use in uses if not use.request.pinned and pin_file.commit_for(use.request) is None)
+    if not labels:
+        return []
+    n = len(labels)
+    were = "was" if n == 1 else "were"
+    them = "it" if n == 1 else "them"
+    return [
+        f"hfsnapshot: {count(n, 'snapshot')} {were} not pinned in {pin_file.path} and {were} resolved on the Hub: "
+        f"{_listed(labels)}; pin {them} with --hf-update-pins"
+    ]
+
+
+def _labels(uses: Iterable[SnapshotUse]) -> list[str]:
+    """One label per pin key (``org/name@main``), in pin order."""
+    keyed = {pins.key(use.request): use.request.label for use in uses}
+    return [keyed[k] for k in sorted(keyed)]
+
+
+def _listed(labels: Sequence[str]) -> str:
+    more = f" and {len(labels) - _SHOWN} more" if len(labels) > _SHOWN else ""
+    return ", ".join(labels[:_SHOWN]) + more
+
+
+def _sorted(uses: Iterable[SnapshotUse]) -> list[SnapshotUse]:
+    # Processes of one session share each resolution, so their commits agree; should two ever
+    # differ, the last in this order wins, whatever order the workers reported in.
+    return sorted(uses, key=lambda use: (pins.key(use.request), use.snapshot.commit))
+
+
+__all__ = ["configure", "finish", "summary_lines"]
