@@ -38,6 +38,15 @@ TUTORIAL = DOCS / "tutorial.md"
 #: the pages that name it (docs/how-to/fleets.md, docs/concepts/locking.md, troubleshooting).
 PENDING_OPTIONS = {"--hf-lock-lease", "--hf-cache-layer"}
 PENDING_COMMANDS: set[str] = set()
+#: Fixed words of their messages (on the fleet and layers branches) that docs/how-to/troubleshooting.md quotes.
+PENDING_PHRASES = {
+    "Lost the hfsnapshot lock on",
+    "Hosts that share a cache must use the same lease length",
+    "The cache layer",
+    "Check that it is mounted and",
+    "it is left for the rest of this session",
+    "from the cache layer",
+}
 
 pytestmark = pytest.mark.transports("xet")
 
@@ -321,7 +330,7 @@ def test_every_troubleshooting_heading_is_words_the_code_writes() -> None:
     phrases = [phrase for heading in headings for phrase in re.findall(r"`([^`]+)`", heading)]
     assert len(phrases) >= 25, phrases
     source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "pytest_hfsnapshot").rglob("*.py"))
-    missing = [phrase for phrase in phrases if phrase not in source]
+    missing = [phrase for phrase in phrases if phrase not in source and phrase not in PENDING_PHRASES]
     assert missing == [], f"troubleshooting headings no message of the code contains: {missing}"
 
 
@@ -350,7 +359,9 @@ def test_every_documented_option_and_command_exists(pytester: pytest.Pytester) -
 
 
 def test_pending_features_have_not_landed(pytester: pytest.Pytester) -> None:
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "pytest_hfsnapshot").rglob("*.py"))
     landed = sorted(PENDING_OPTIONS & help_options(pytester)) + sorted(PENDING_COMMANDS & set(cli.COMMANDS))
+    landed += sorted(phrase for phrase in PENDING_PHRASES if phrase in source)
     assert landed == [], (
         f"{landed} landed: remove them from PENDING_* in tests/test_docs.py and check the pages naming them "
         "against the code (docs/how-to/fleets.md, docs/concepts/locking.md, docs/how-to/troubleshooting.md)"
