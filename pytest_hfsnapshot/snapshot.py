@@ -16,6 +16,23 @@ class Snapshot(os.PathLike[str]):
 
     Behaves like the folder's path: ``os.fspath(snap)``, ``str(snap)`` and ``snap / "config.json"``
     work, so it can be handed straight to ``from_pretrained``.
+
+    Attributes:
+        path: the snapshot folder in the cache (``<cache>/models--org--name/snapshots/<commit>``).
+        repo_id: ``"org/name"``.
+        repo_type: ``"model"``, ``"dataset"`` or ``"space"``.
+        revision: the revision as asked (a branch, tag or commit).
+        commit: the 40-hex commit it resolved to.
+        files: the snapshot's files, relative paths, sorted.
+        size: their total size in bytes.
+        source: ``"cache"`` (served as cached), ``"download"`` (files were fetched) or ``"repair"``
+            (damaged files were fetched again).
+        unverified_revision: the Hub could not be reached to confirm what a branch or tag points at.
+        seconds: seconds spent materializing, lock wait included.
+        lock_wait: seconds spent waiting for the repo lock.
+        repaired: the files found damaged in the cache and fetched again.
+        rehashed: bytes of this call's downloads hashed after their transfer rather than while
+            they arrived (0 for a cached snapshot).
     """
 
     path: Path

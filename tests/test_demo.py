@@ -133,28 +133,6 @@ def xdist_args() -> tuple[str, ...]:
     return ("-n", "2") if importlib.util.find_spec("xdist") is not None else ()
 
 
-def documented_options() -> set[str]:
-    texts = [(ROOT / "README.md").read_text(), *(p.read_text() for p in EXAMPLES.rglob("*") if p.is_file())]
-    return {option for text in texts for option in re.findall(r"--hf-[a-z-]*[a-z]", text)}
-
-
-def test_every_documented_option_exists(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--help")
-    known = set(re.findall(r"--hf-[a-z-]*[a-z]", result.stdout.str()))
-    assert documented_options() - known == set()
-    # And the README's options table covers every option, with its ini twin.
-    readme = (ROOT / "README.md").read_text()
-    for option in known:
-        assert f"`{option}" in readme, option
-        assert f"`{ini_twin(option)}`" in readme, option
-
-
-def ini_twin(option: str) -> str:
-    """The ini option of a flag: its name in snake case; a repeated flag is singular, its twin a list."""
-    name = "hf_" + option.removeprefix("--hf-").replace("-", "_")
-    return name + "s" if option == "--hf-cache-layer" else name
-
-
 def test_github_actions_example_is_valid_yaml() -> None:
     yaml = pytest.importorskip("yaml")
     workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())

@@ -94,11 +94,12 @@ def materialize(
 
     Args:
         repo_id: ``"org/name"``.
-        revision / allow_patterns / ignore_patterns / repo_type / metadata_only / private: what
-            to materialize, the keywords of every declaration form (``revision="main"``: a branch,
-            tag or 40-hex commit; globs as in ``snapshot_download``; ``repo_type="model"``,
-            ``"dataset"`` or ``"space"``; ``metadata_only=True``: everything but weight files,
-            see ``request.WEIGHT_PATTERNS``); see :meth:`~pytest_hfsnapshot.request.SnapshotRequest.build`.
+        **keywords: what to materialize, the keywords of every declaration form:
+            ``revision="main"`` (a branch, tag or 40-hex commit), ``allow_patterns`` and
+            ``ignore_patterns`` (globs as in ``snapshot_download``), ``repo_type="model"``
+            (``"dataset"``, ``"space"``), ``metadata_only=False`` (True: everything but weight
+            files, see ``request.WEIGHT_PATTERNS``), ``private=False``; see
+            :meth:`~pytest_hfsnapshot.request.SnapshotRequest.build`.
         cache_dir: the huggingface_hub cache; default ``huggingface_hub.constants.HF_HUB_CACHE``.
         verify: how cached files are re-checked: ``"size"`` (stat) or ``"sha256"`` (rehash all).
             Files this call downloads are always hashed.
@@ -112,7 +113,6 @@ def materialize(
         space_check: before transferring, refuse a snapshot that does not fit in the cache's free
             space (see :mod:`pytest_hfsnapshot.core.space`); False for filesystems whose free space
             means nothing.
-
         max_rate_wait: the longest wait, in seconds, for a rate-limit window of the Hub to reset;
             every request of the call goes through the rate-limit gate (:mod:`pytest_hfsnapshot.core.gate`).
             Inside a pytest session the session's gate, and so its ``--hf-max-rate-wait``, is used.
@@ -129,9 +129,19 @@ def materialize(
             cache must use the same. Default: ``HFSNAPSHOT_LOCK_LEASE``, else 60.
 
     Raises:
-        AuthError, RevisionNotFoundError, EntryNotFoundError, TransientError (RateLimitError), OfflineMissingError,
-        UnverifiedRevisionError, VerificationError, UnsafeCacheError, LockTimeoutError, LockLostError,
-        DiskError, InvalidRequestError: see :mod:`pytest_hfsnapshot.errors`.
+        AuthError: the Hub refused access (gated, private, a rejected token).
+        RevisionNotFoundError: the branch, tag or commit does not exist.
+        EntryNotFoundError: a file of the listing is not on the Hub.
+        TransientError: transient failures outlasted the retry budget (``RateLimitError``: a
+            rate-limit window longer than ``max_rate_wait``).
+        OfflineMissingError: offline (or the Hub unreachable) and the snapshot is not fully cached.
+        UnverifiedRevisionError: ``strict`` and the Hub could not confirm a cached branch or tag.
+        VerificationError: the snapshot could not be made to match the Hub's listing.
+        UnsafeCacheError: a write would reach outside the repo's cache folder.
+        LockTimeoutError: another process held the repo lock past ``lock_timeout``.
+        LockLostError: another host took the repo's lease over while this call held it.
+        DiskError: the cache's filesystem refused a write, or the snapshot does not fit.
+        InvalidRequestError: a malformed repo id, keyword or setting.
     """
     request = SnapshotRequest.from_keywords(repo_id, keywords, form="materialize()")
     settings = Settings(

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pytest
 from huggingface_hub import constants as hf_constants
@@ -91,146 +91,214 @@ class Options:
         return self.offline or bool(hf_constants.HF_HUB_OFFLINE)
 
 
-def add_options(parser: pytest.Parser) -> None:
-    """Register every ``--hf-...`` flag, its ini twin ``hf_...``, and the ini-only ``hf_prefetch``."""
-    group = parser.getgroup("hfsnapshot", "Hugging Face Hub snapshots (pytest-hfsnapshot)")
+IniType = Literal["bool", "string", "linelist", "paths", "args"]
 
-    def add(flag: str, help: str, ini_type: str, ini_default: Any, **kwargs: Any) -> None:
-        ini = "hf_" + flag.removeprefix("--hf-").replace("-", "_")
-        group.addoption(flag, dest=ini, default=None, help=f"{help} (ini: {ini})", **kwargs)
-        parser.addini(ini, help=help, type=ini_type, default=ini_default)  # type: ignore[arg-type]
 
-    add("--hf-offline", "make no network request; use only what is cached", "bool", False, action="store_true")
-    add(
+@dataclasses.dataclass(frozen=True)
+class OptionSpec:
+    """One row of :data:`OPTIONS`: a ``--hf-...`` flag and its ini twin, or an ini-only key.
+
+    The table is what :func:`add_options` registers and what the manual's reference lists, so the
+    two cannot disagree.
+    """
+
+    #: The command-line flag; None for an ini-only key.
+    flag: str | None
+    help: str
+    #: pytest's ini type; ``"bool"`` makes the flag a switch (``store_true``).
+    ini_type: IniType
+    #: The ini default; None: pytest's own default for ``ini_type`` (an empty list for ``linelist``).
+    default: str | bool | None
+    #: The values the option takes, when it is a choice.
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    #: The ini key, when it is not the flag's name spelt ``hf_...``.
+    ini_name: str | None = None
+    #: What the default is, in words, where the ini default does not say it (e.g. an empty path).
+    default_text: str | None = None
+    #: An environment variable that turns the option on or gives its default.
+    env: str | None = None
+
+    @property
+    def ini(self) -> str:
+        """The ini key: ``--hf-lock-timeout`` has ``hf_lock_timeout``."""
+        if self.ini_name is not None:
+            return self.ini_name
+        assert self.flag is not None, "an ini-only key needs its ini_name"
+        return "hf_" + self.flag.removeprefix("--hf-").replace("-", "_")
+
+    @property
+    def shown_default(self) -> str:
+        """The default as the manual and ``--help`` say it."""
+        if self.default_text is not None:
+            return self.default_text
+        if self.ini_type == "bool":
+            return "off"
+        return str(self.default)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+#: Every option of the plugin, in ``--help`` order. Defaults come from :mod:`pytest_hfsnapshot.settings`.
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "--hf-offline",
+        "make no network request; use only what is cached",
+        "bool",
+        False,
+        default_text="off (HF_HUB_OFFLINE=1 turns it on)",
+        env="HF_HUB_OFFLINE",
+    ),
+    OptionSpec(
         "--hf-on-auth-error",
         "what a test needing a gated, private or unauthorized repo does: "
         + _choices(AUTH_ACTIONS, DEFAULT_AUTH_ACTION),
         "string",
         DEFAULT_AUTH_ACTION,
-        metavar="{" + ",".join(AUTH_ACTIONS) + "}",
-    )
-    add(
+        choices=AUTH_ACTIONS,
+    ),
+    OptionSpec(
         "--hf-on-missing",
         "offline and not fully cached: " + _choices(MISSING_ACTIONS, DEFAULT_MISSING_ACTION),
         "string",
         DEFAULT_MISSING_ACTION,
-        metavar="{" + ",".join(MISSING_ACTIONS) + "}",
-    )
-    add(
-        "--hf-strict",
-        "fail when a cached branch or tag cannot be confirmed against the Hub",
-        "bool",
-        False,
-        action="store_true",
-    )
-    add(
+        choices=MISSING_ACTIONS,
+    ),
+    OptionSpec("--hf-strict", "fail when a cached branch or tag cannot be confirmed against the Hub", "bool", False),
+    OptionSpec(
         "--hf-retries",
         f"retries for transient Hub errors (default {DEFAULT_RETRIES})",
         "string",
         str(DEFAULT_RETRIES),
         metavar="N",
-    )
-    add(
+    ),
+    OptionSpec(
         "--hf-lock-timeout",
-        f"seconds to wait for another process holding a repo lock (default {DEFAULT_LOCK_TIMEOUT:g})",
+        f"seconds to wait for another process holding a repo lock (default {_seconds(DEFAULT_LOCK_TIMEOUT)})",
         "string",
-        f"{DEFAULT_LOCK_TIMEOUT:g}",
+        _seconds(DEFAULT_LOCK_TIMEOUT),
         metavar="SECONDS",
-    )
-    add(
+    ),
+    OptionSpec(
         "--hf-lock-lease",
         "seconds a lease lock (a cache without flock, or HFSNAPSHOT_LOCK_MODE=lease) lasts without renewal "
         "before a waiter on any host takes it over; every host sharing the cache must use the same "
-        f"(default: HFSNAPSHOT_LOCK_LEASE, else {DEFAULT_LOCK_LEASE:g}; at least {MIN_LOCK_LEASE:g})",
+        f"(default: HFSNAPSHOT_LOCK_LEASE, else {_seconds(DEFAULT_LOCK_LEASE)}; at least {_seconds(MIN_LOCK_LEASE)})",
         "string",
         "",
+        default_text=f"{_seconds(DEFAULT_LOCK_LEASE)} (at least {_seconds(MIN_LOCK_LEASE)})",
+        env="HFSNAPSHOT_LOCK_LEASE",
         metavar="SECONDS",
-    )
-    add(
+    ),
+    OptionSpec(
         "--hf-verify",
         "how cached files are re-checked: " + _choices(VERIFY_MODES, DEFAULT_VERIFY),
         "string",
         DEFAULT_VERIFY,
-        metavar="{" + ",".join(VERIFY_MODES) + "}",
-    )
-    add(
+        choices=VERIFY_MODES,
+    ),
+    OptionSpec(
         "--hf-cache-dir",
         "huggingface_hub cache folder to use (default: huggingface_hub's HF_HUB_CACHE)",
         "string",
         "",
         metavar="PATH",
-    )
-    group.addoption(
+        default_text="huggingface_hub's (HF_HUB_CACHE)",
+        env="HF_HUB_CACHE",
+    ),
+    OptionSpec(
         "--hf-cache-layer",
-        dest="hf_cache_layers",
-        action="append",
-        default=None,
-        metavar="PATH",
-        help="a read-only huggingface_hub cache (a mounted bucket, a cache baked into an image) searched before "
+        "a read-only huggingface_hub cache (a mounted bucket, a cache baked into an image) searched before "
         "anything is fetched into the cache; what it holds is linked, never fetched or copied, and nothing is "
-        f"written into it; repeat for more, searched in order (ini: hf_cache_layers; env: {LAYERS_ENV}, "
-        "paths separated by os.pathsep)",
-    )
-    parser.addini(
-        "hf_cache_layers",
-        help="read-only huggingface_hub caches searched before anything is fetched into the cache, one path a line",
-        type="linelist",
-        default=[],
-    )
-    add(
+        f"written into it; repeat for more, searched in order ({LAYERS_ENV}: paths separated by os.pathsep)",
+        "linelist",
+        None,
+        metavar="PATH",
+        ini_name="hf_cache_layers",
+        default_text="none",
+        env=LAYERS_ENV,
+    ),
+    OptionSpec(
         "--hf-prefetch-only",
         "materialize every snapshot the selected tests declare (fixtures, markers, ini hf_prefetch) "
         "in parallel, write the manifest, run no test; exit 0 when all are ready",
         "bool",
         False,
-        action="store_true",
-    )
-    add(
+    ),
+    OptionSpec(
         "--hf-manifest",
         "write a deterministic JSON manifest of the session's snapshots to PATH (a CI cache key)",
         "string",
         "",
         metavar="PATH",
-    )
-    add(
+        default_text="none",
+    ),
+    OptionSpec(
         "--hf-no-space-check",
         "do not refuse, before transferring, snapshots the cache's free space cannot take "
         "(for filesystems whose free space means nothing, such as some network mounts)",
         "bool",
         False,
-        action="store_true",
-    )
-    add(
+        default_text="off (the check is on)",
+    ),
+    OptionSpec(
         "--hf-max-rate-wait",
         "longest wait, in seconds, for a rate-limit window of the Hub to reset before failing "
-        f"(default {DEFAULT_MAX_RATE_WAIT:g})",
+        f"(default {_seconds(DEFAULT_MAX_RATE_WAIT)})",
         "string",
-        f"{DEFAULT_MAX_RATE_WAIT:g}",
+        _seconds(DEFAULT_MAX_RATE_WAIT),
         metavar="SECONDS",
-    )
-    add(
+    ),
+    OptionSpec(
         "--hf-pins",
         "a pin file (JSON, the manifest's format; a manifest is one): the branches and tags it lists "
         "resolve to their pinned commits, without asking the Hub",
         "string",
         "",
         metavar="PATH",
-    )
-    add(
+        default_text="none",
+    ),
+    OptionSpec(
         "--hf-update-pins",
         "resolve every snapshot of the session on the Hub and write the --hf-pins file at the end "
         "(moved pins updated, new ones added, the others kept)",
         "bool",
         False,
-        action="store_true",
-    )
-    parser.addini(
-        "hf_prefetch",
+    ),
+    OptionSpec(
+        None,
         "snapshots --hf-prefetch-only fetches besides the selected tests' declarations (those "
         "hf_snapshots(...) gets): one per line, org/name[@revision] or a JSON object of its arguments",
-        type="linelist",
-        default=[],
-    )
+        "linelist",
+        None,
+        ini_name="hf_prefetch",
+        default_text="none",
+    ),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every row of :data:`OPTIONS`: each ``--hf-...`` flag with its ini twin ``hf_...``."""
+    group = parser.getgroup("hfsnapshot", "Hugging Face Hub snapshots (pytest-hfsnapshot)")
+    for option in OPTIONS:
+        if option.flag is not None:
+            kwargs: dict[str, Any] = {}
+            if option.ini_type == "bool":
+                kwargs["action"] = "store_true"
+            elif option.ini_type == "linelist":
+                kwargs["action"] = "append"  # a repeated flag: each use adds a line
+            metavar = "{" + ",".join(option.choices) + "}" if option.choices else option.metavar
+            if metavar is not None:
+                kwargs["metavar"] = metavar
+            group.addoption(
+                option.flag, dest=option.ini, default=None, help=f"{option.help} (ini: {option.ini})", **kwargs
+            )
+        if option.default is None:
+            parser.addini(option.ini, help=option.help, type=option.ini_type)
+        else:
+            parser.addini(option.ini, help=option.help, type=option.ini_type, default=option.default)
 
 
 def _choices(allowed: Sequence[str], default: str) -> str:
@@ -366,4 +434,4 @@ def prefetch_only_wanted(config: pytest.Config) -> bool:
     return bool(wanted)
 
 
-__all__ = ["Options", "add_options", "prefetch_only_wanted", "read_options"]
+__all__ = ["OPTIONS", "OptionSpec", "Options", "add_options", "prefetch_only_wanted", "read_options"]

@@ -1,0 +1,142 @@
+"""MkDocs hook: the reference tables, generated from the code at build time.
+
+A page asks for a table with a line ``<!-- generated: NAME -->``; NAME is one of :data:`TABLES`.
+The tables come from the plugin's own option table (``pytest_hfsnapshot.plugin.options.OPTIONS``,
+what ``pytest --help`` shows), from the markers pytest reports (``pytest --markers``), and from
+the command line's own ``--help``. So the manual cannot list an option, a default or a command
+that the code does not have, nor miss one it has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from pytest_hfsnapshot import cli
+from pytest_hfsnapshot.core.locking import MODE_ENV
+from pytest_hfsnapshot.plugin.options import OPTIONS, OptionSpec
+
+_PLACEHOLDER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _flag(option: OptionSpec) -> str:
+    if option.flag is None:
+        return "(ini only)"
+    if option.ini_type == "bool":
+        return f"`{option.flag}`"
+    value = "{" + ",".join(option.choices) + "}" if option.choices else option.metavar
+    return f"`{option.flag}={value}`"
+
+
+def options_table() -> str:
+    """Every option of the plugin: flag and ini key, default, meaning (and its environment variable)."""
+    rows = ["| option, ini key | default | meaning |", "|---|---|---|"]
+    for option in OPTIONS:
+        env = f" Environment: `{option.env}`." if option.env else ""
+        rows.append(
+            f"| {_flag(option)}<br>`{option.ini}` | {_cell(option.shown_default)} | {_cell(option.help)}.{env} |"
+        )
+    return "\n".join(rows)
+
+
+#: Variables read outside the option table: the plugin's own, and huggingface_hub's that it honours.
+#: (name, default, meaning); names that the code defines are imported, so a rename breaks the build.
+_OTHER_ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
+    (
+        MODE_ENV,
+        "`auto`",
+        "the repo lock's mechanism: `kernel` (`flock`), the lease lock, or `auto` (probed per lock folder); "
+        "see [Locking](../concepts/locking.md)",
+    ),
+    ("HF_TOKEN", "unset (or the token `hf auth login` stored)", "the Hub token; never printed"),
+    ("HF_ENDPOINT", "`https://huggingface.co`", "the Hub (a mirror, or a local Hub)"),
+    ("HF_HUB_DISABLE_XET", "unset", "`1`: download LFS files over plain HTTP instead of hf_xet (huggingface_hub's)"),
+)
+
+
+def environment_table() -> str:
+    """Environment variables: those of the option table, then the others."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for option in OPTIONS:
+        if option.env:
+            what = option.flag or option.ini
+            meaning = f"stands in for `{what}` when that is not given: {_cell(option.help)}"
+            rows.append(f"| `{option.env}` | unset | {meaning} |")
+    for name, default, meaning in _OTHER_ENVIRONMENT:
+        rows.append(f"| `{name}` | {default} | {meaning} |")
+    return "\n".join(rows)
+
+
+def _pytest_output(*args: str) -> str:
+    """What a plain ``pytest ARGS`` prints in an empty folder (no conftest of ours in the way)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    with tempfile.TemporaryDirectory() as folder:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return done.stdout
+
+
+def markers_table() -> str:
+    """The markers pytest-hfsnapshot registers, as ``pytest --markers`` shows them."""
+    rows = ["| marker | what it does |", "|---|---|"]
+    for line in _pytest_output("--markers").splitlines():
+        match = re.match(r"@pytest\.mark\.((?:hf_|local_hub)[^:]*?): (.*)$", line)
+        if match:
+            rows.append(f"| `@pytest.mark.{match.group(1)}` | {_cell(match.group(2))} |")
+    if len(rows) < 5:
+        raise RuntimeError("pytest --markers did not list the plugin's markers: is pytest-hfsnapshot installed?")
+    return "\n".join(rows)
+
+
+def _help_of(args: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        cli.main(args)
+    return out.getvalue().rstrip()
+
+
+def cli_help() -> str:
+    """``pytest-hfsnapshot --help``, then each command's ``--help``."""
+    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal; the page must not depend on it
+    parts = ["```text", f"$ {cli.PROG} --help", _help_of(["--help"]), "```"]
+    for name in cli.COMMANDS:
+        parts += ["", f"### `{cli.PROG} {name}`", "", "```text", f"$ {cli.PROG} {name} --help"]
+        parts += [_help_of([name, "--help"]), "```"]
+    return "\n".join(parts)
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "options": options_table,
+    "environment": environment_table,
+    "markers": markers_table,
+    "cli": cli_help,
+}
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    """Replace each ``<!-- generated: NAME -->`` line by its table."""
+
+    def table(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in TABLES:
+            raise ValueError(f"unknown generated table {name!r}: use one of {sorted(TABLES)}")
+        return TABLES[name]()
+
+    return _PLACEHOLDER.sub(table, markdown)
