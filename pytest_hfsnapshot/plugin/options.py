@@ -137,6 +137,12 @@ class OptionSpec:
         return str(self.default)
 
 
+def _choices(allowed: Sequence[str], default: str) -> str:
+    """``skip (default), xfail or fail``: the choices of an option in words, its default marked."""
+    said = [f"{choice} (default)" if choice == default else choice for choice in allowed]
+    return ", ".join(said[:-1]) + " or " + said[-1]
+
+
 def _seconds(value: float) -> str:
     return f"{value:g}"
 
@@ -299,12 +305,6 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(option.ini, help=option.help, type=option.ini_type)
         else:
             parser.addini(option.ini, help=option.help, type=option.ini_type, default=option.default)
-
-
-def _choices(allowed: Sequence[str], default: str) -> str:
-    """``skip (default), xfail or fail``: the choices of an option in words, its default marked."""
-    said = [f"{choice} (default)" if choice == default else choice for choice in allowed]
-    return ", ".join(said[:-1]) + " or " + said[-1]
 
 
 def read_options(config: pytest.Config) -> Options:

@@ -19,7 +19,7 @@ from pytest_hfsnapshot import (
     RevisionNotFoundError,
     TransientError,
 )
-from pytest_hfsnapshot.core import error_builders, gate, retry
+from pytest_hfsnapshot.core import error_builders, retry
 from pytest_hfsnapshot.request import SnapshotRequest
 
 HUB = "https://hub.test"
@@ -138,8 +138,8 @@ def test_the_endpoint_and_the_file_are_read_from_anywhere_in_the_chain() -> None
     except OSError as outer:
         wrapped = outer
 
-    assert gate.endpoint_of(wrapped) == "https://cas.test:8443"
+    assert error_builders.failed_origin(wrapped) == "https://cas.test:8443"
     assert error_builders.failed_file(wrapped) == "a+b.json"
     # Nothing to read them from: the Hub in use, and no file.
-    assert gate.endpoint_of(ValueError("x")) == HUB == error_builders.hub()
+    assert error_builders.failed_origin(ValueError("x")) == HUB == error_builders.hub()
     assert error_builders.failed_file(ValueError("x")) is None

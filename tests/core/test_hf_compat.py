@@ -26,7 +26,7 @@ from pytest_hfsnapshot.core import _hf_compat, layout
 from pytest_hfsnapshot.core.layout import RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-PACKAGE = Path(__file__).resolve().parent.parent / "pytest_hfsnapshot"
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_hfsnapshot"
 COMPAT = PACKAGE / "core" / "_hf_compat.py"
 MAJOR = int(huggingface_hub.__version__.split(".")[0])
 COMMIT = "c" * 40
