@@ -392,7 +392,9 @@ def test_the_reference_lists_every_option_ini_key_and_marker() -> None:
     markers = hook.markers_table()
     for marker in ("hf_snapshot(", "hf_requires_token", "local_hub("):
         assert f"`@pytest.mark.{marker}" in markers
+    columns = os.environ.get("COLUMNS")
     rendered = hook.on_page_markdown("before\n<!-- generated: cli -->\nafter\n")
     assert all(f"{cli.PROG} {name} --help" in rendered for name in cli.COMMANDS)
+    assert os.environ.get("COLUMNS") == columns  # the help's width is set for the page alone
     with pytest.raises(ValueError, match="unknown generated table 'nope'"):
         hook.on_page_markdown("<!-- generated: nope -->\n")

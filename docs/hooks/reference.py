@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pytest_hfsnapshot import cli
@@ -112,13 +112,27 @@ def _help_of(args: list[str]) -> str:
     return out.getvalue().rstrip()
 
 
+@contextlib.contextmanager
+def _columns(width: int) -> Iterator[None]:
+    """argparse wraps to the terminal's width: the page must not depend on it (nor leave it changed)."""
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(width)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+
+
 def cli_help() -> str:
     """``pytest-hfsnapshot --help``, then each command's ``--help``."""
-    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal; the page must not depend on it
-    parts = ["```text", f"$ {cli.PROG} --help", _help_of(["--help"]), "```"]
-    for name in cli.COMMANDS:
-        parts += ["", f"### `{cli.PROG} {name}`", "", "```text", f"$ {cli.PROG} {name} --help"]
-        parts += [_help_of([name, "--help"]), "```"]
+    with _columns(100):
+        parts = ["```text", f"$ {cli.PROG} --help", _help_of(["--help"]), "```"]
+        for name in cli.COMMANDS:
+            parts += ["", f"### `{cli.PROG} {name}`", "", "```text", f"$ {cli.PROG} {name} --help"]
+            parts += [_help_of([name, "--help"]), "```"]
     return "\n".join(parts)
 
 
