@@ -32,6 +32,7 @@ import contextlib
 import errno
 import logging
 import os
+import socket
 import stat
 import time
 from collections.abc import Callable
@@ -231,10 +232,14 @@ class RepoLock(Generic[T]):
         if not isinstance(lock, SoftFileLease) or self._lease_is_mine(lock):
             return
         marker = _read_marker(self.repo.soft_lock_path)
-        taken_by = {k: v for k, v in (marker or {}).items() if k in ("pid", "host")}
-        if taken_by:
+        # Once the new holder has released the lease its marker is gone; its holder record stays.
+        record = marker or read_holder(self.repo)
+        taken_by: dict[str, object] = {k: record[k] for k in ("pid", "host") if k in record}
+        if taken_by and (taken_by.get("pid"), taken_by.get("host")) != (os.getpid(), socket.gethostname()):
             who = f"host {taken_by.get('host', '?')} (pid {taken_by.get('pid', '?')}) took it over"
+            who += "" if marker else " (and has released it since)"
         else:
+            taken_by = {}
             who = "its marker is gone (removed by hand, or by another host)"
         log.warning("hfsnapshot: lost the lock on %s: %s; writing nothing more", self.repo.repo_id, who)
         raise LockLostError(
