@@ -232,21 +232,14 @@ class RepoLock(Generic[T]):
         if not isinstance(lock, SoftFileLease) or self._lease_is_mine(lock):
             return
         marker = _read_marker(self.repo.soft_lock_path)
-        taken_by = {k: v for k, v in (marker or {}).items() if k in ("pid", "host")}
-        since = ""
-        if not taken_by:
-            # The new holder may have finished and released the lease already: the holder record
-            # it wrote on acquiring (kept after release) still names it.
-            holder = read_holder(self.repo)
-            if holder.get("host") is not None and (holder.get("pid"), holder.get("host")) != (
-                os.getpid(),
-                socket.gethostname(),
-            ):
-                taken_by = {k: holder[k] for k in ("pid", "host") if k in holder}
-                since = " (and has released it since)"
-        if taken_by:
-            who = f"host {taken_by.get('host', '?')} (pid {taken_by.get('pid', '?')}) took it over{since}"
+        # Once the new holder has released the lease its marker is gone; its holder record stays.
+        record = marker or read_holder(self.repo)
+        taken_by: dict[str, object] = {k: record[k] for k in ("pid", "host") if k in record}
+        if taken_by and (taken_by.get("pid"), taken_by.get("host")) != (os.getpid(), socket.gethostname()):
+            who = f"host {taken_by.get('host', '?')} (pid {taken_by.get('pid', '?')}) took it over"
+            who += "" if marker else " (and has released it since)"
         else:
+            taken_by = {}
             who = "its marker is gone (removed by hand, or by another host)"
         log.warning("hfsnapshot: lost the lock on %s: %s; writing nothing more", self.repo.repo_id, who)
         raise LockLostError(

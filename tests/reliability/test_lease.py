@@ -84,17 +84,20 @@ def assert_verified_in_full(files: dict[str, bytes], path: str) -> None:
     assert (str(snap.path), snap.source) == (path, "cache")
 
 
-def start_waiter(children: Any, go: Path | None = None, **spec: Any) -> Child:
-    """A child on this host that materializes ``REPO`` (once ``go`` exists, when given)."""
-    kwargs = {"lock_timeout": 60}
+def start_waiter(children: Any, go: Path | None = None, *, select: Any = None, **spec: Any) -> Child:
+    """A child on this host that materializes ``REPO`` (once ``go`` exists, when given; only the
+    files ``select`` allows, when given)."""
+    kwargs = {"lock_timeout": 60, **({"allow_patterns": select} if select else {})}
     waiter: Child = children({"action": "materialize", "repo_id": REPO, "kwargs": kwargs, "go": go and str(go), **spec})
     return waiter
 
 
-def holder_then_waiter(children: Any, prefix: list[str], repo: RepoCache, go: Path, **spec: Any) -> tuple[Child, Child]:
+def holder_then_waiter(
+    children: Any, prefix: list[str], repo: RepoCache, go: Path, *, select: Any = None, **spec: Any
+) -> tuple[Child, Child]:
     """A child on another host that takes the lock and transfers, and one on this host already
     waiting for it (its imports done before, so that it waits from the start of the transfers)."""
-    waiter = start_waiter(children, go, **spec)
+    waiter = start_waiter(children, go, select=select, **spec)
     holder: Child = children(
         {"action": "materialize", "repo_id": REPO, "kwargs": {"lock_timeout": 60}, **spec}, prefix=prefix
     )
@@ -137,13 +140,21 @@ class Paused:
     this host takes its lease over; ``resume()`` lets it go on (SIGCONT)."""
 
     def __init__(
-        self, hub: LocalHub, children: Any, prefix: list[str], go: Path, files: dict[str, bytes], **spec: Any
+        self,
+        hub: LocalHub,
+        children: Any,
+        prefix: list[str],
+        go: Path,
+        files: dict[str, bytes],
+        *,
+        select: Any = None,
+        **spec: Any,
     ) -> None:
         hub.add_repo(REPO, files)
         self.hub, self.files = hub, files
         self.repo = RepoCache(hub.cache_dir, REPO, "model")
         hub.slow_each(RATE)
-        self.holder, self.waiter = holder_then_waiter(children, prefix, self.repo, go, log=True, **spec)
+        self.holder, self.waiter = holder_then_waiter(children, prefix, self.repo, go, select=select, log=True, **spec)
         self.stopped_at = time.time()
         os.kill(self.holder.pid, signal.SIGSTOP)
         wait_until(lambda: read_holder(self.repo).get("pid") == self.waiter.pid, 3 * LEASE, "no takeover")
@@ -222,6 +233,32 @@ def test_a_paused_holder_resumed_after_the_new_holder_finished_hands_out_its_sna
     started = paused.fetched_nothing_after_it_knew()
     assert after <= started, f"transfers started after the resume: {sorted(after - started)}"
     paused.new_holders(out)
+
+
+@pytest.mark.transports("xet-noshare", "http")
+def test_a_paused_holder_resumed_after_the_new_holder_released_names_it(
+    local_hub: LocalHub, children: Any, other_host: list[str], lease: float, tmp_path: Path
+) -> None:
+    # The new holder wants the config only: once it is done and gone, the paused holder's snapshot
+    # is not complete, and its lease's marker is gone too; the holder record still names who took it.
+    no_flock = str(local_hub.cache_dir)
+    files = shards(7, 20)
+    paused = Paused(
+        local_hub, children, other_host, tmp_path / "go", files, select=["config.json"], no_flock_under=no_flock
+    )
+    out = paused.waiter.result(timeout=60)
+    assert out["ok"] and out["files"] == ["config.json"], out
+    assert not paused.repo.soft_lock_path.exists()
+    lost = paused.resume()
+    local_hub.slow_each(None)
+
+    assert not lost["ok"] and "LockLostError" in lost["kinds"], lost
+    message = lost["message"]
+    print(message)
+    who = f"host {socket.gethostname()} (pid {paused.waiter.pid}) took it over (and has released it since)"
+    for part in (repr(REPO), str(paused.repo.soft_lock_path), who):
+        assert part in message, message
+    paused.fetched_nothing_after_it_knew()
 
 
 @pytest.mark.transports("xet")
