@@ -153,15 +153,19 @@ class Layers:
         return bool(self._all)
 
     def probe(self) -> None:
-        """Leave every layer that no longer answers, or shows another device than when it was opened."""
+        """Leave every layer that no longer answers, is gone, or shows another device than when it was opened.
+
+        A folder below a mount point is gone once the mount is (ENOENT); the mount point itself
+        shows the empty folder beneath it: another device.
+        """
         for root in self.roots:
+            seen = _devices.get(str(root))
             try:
                 st = os.stat(root)
             except OSError as error:
-                if error.errno in DEAD_ERRNOS:
+                if error.errno in DEAD_ERRNOS or seen is not None:
                     self.drop(root, str(error.strerror))
                 continue
-            seen = _devices.get(str(root))
             if seen is not None and st.st_dev != seen:
                 self.drop(root, "it is no longer mounted: the folder shows another filesystem than at the start")
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -485,29 +485,51 @@ def can_fuse() -> bool:
 
 
 @pytest.fixture
-def mounted(layer: Path, tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes]]]:
-    """``layer`` served by ``rclone mount --read-only`` (rclone's local backend), as a bucket would be."""
-    point = tmp_path / "mnt"
-    point.mkdir()
+def rclone_mount(tmp_path: Path) -> Iterator[Callable[[Path], tuple[Path, subprocess.Popen[bytes]]]]:
+    """Serve a folder by ``rclone mount --read-only`` (rclone's local backend), as a bucket would be:
+    returns the mount point and the rclone process; every mount is gone at the end."""
+    started: list[tuple[Path, subprocess.Popen[bytes]]] = []
     env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
-    rclone = subprocess.Popen(
-        ["rclone", "mount", str(layer), str(point), "--read-only", "--config", os.devnull, "--dir-cache-time", "0s"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while not os.path.ismount(point):
-        if rclone.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"rclone mount of {layer} did not come up (exit {rclone.poll()})")
-        time.sleep(0.05)
+
+    def mount(source: Path) -> tuple[Path, subprocess.Popen[bytes]]:
+        point = tmp_path / f"mnt-{len(started)}"
+        point.mkdir()
+        command = ["rclone", "mount", str(source), str(point), "--read-only", "--config", os.devnull]
+        rclone = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started.append((point, rclone))
+        deadline = time.monotonic() + 30
+        while not os.path.ismount(point):
+            if rclone.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"rclone mount of {source} did not come up (exit {rclone.poll()})")
+            time.sleep(0.05)
+        return point, rclone
+
     try:
-        yield point, rclone
+        yield mount
     finally:
-        subprocess.run(["fusermount", "-u", "-z", str(point)], capture_output=True)
-        if rclone.poll() is None:
-            rclone.kill()
-        rclone.wait(timeout=30)
+        for point, rclone in started:
+            subprocess.run(["fusermount", "-u", "-z", str(point)], capture_output=True)
+            if rclone.poll() is None:
+                rclone.kill()
+            rclone.wait(timeout=30)
+
+
+@pytest.fixture(params=["mount point", "below it"])
+def mounted(
+    request: pytest.FixtureRequest,
+    layer: Path,
+    tmp_path: Path,
+    rclone_mount: Callable[[Path], tuple[Path, subprocess.Popen[bytes]]],
+) -> tuple[Path, Path, subprocess.Popen[bytes]]:
+    """``layer`` on an rclone mount: ``(the layer's path, the mount point, rclone)``; the layer is the
+    mount point itself, or a folder below it (a bucket's ``hf-cache/``)."""
+    if request.param == "mount point":
+        point, rclone = rclone_mount(layer)
+        return point, point, rclone
+    bucket = tmp_path / "bucket"
+    shutil.copytree(layer, bucket / "hf-cache", symlinks=True)
+    point, rclone = rclone_mount(bucket)
+    return point / "hf-cache", point, rclone
 
 
 def wait_until_dead(point: Path) -> None:
@@ -527,11 +549,11 @@ def wait_until_dead(point: Path) -> None:
 @pytest.mark.skipif(not can_fuse(), reason="needs root, /dev/fuse, rclone and fusermount")
 @pytest.mark.parametrize("death", ["unmounted", "killed"])
 def test_a_mount_that_dies_is_left_with_one_warning(
-    local_hub: LocalHub, mounted: tuple[Path, subprocess.Popen[bytes]], death: str
+    local_hub: LocalHub, mounted: tuple[Path, Path, subprocess.Popen[bytes]], death: str
 ) -> None:
-    point, rclone = mounted
-    snap = materialize("org/tiny", cache_layers=[point], session="s")
-    assert (snap.source, snap.layers) == ("layer", (str(point),))
+    root, point, rclone = mounted
+    snap = materialize("org/tiny", cache_layers=[root], session="s")
+    assert (snap.source, snap.layers) == ("layer", (str(root),))
     local_hub.reset_counters()
 
     if death == "unmounted":
@@ -541,9 +563,9 @@ def test_a_mount_that_dies_is_left_with_one_warning(
         rclone.wait(timeout=30)
         wait_until_dead(point)
 
-    with pytest.warns(HfSnapshotWarning, match=re.escape(f"the cache layer {point} failed")) as caught:
-        again = materialize("org/tiny", cache_layers=[point], session="s")
-        other = materialize("org/tiny", cache_layers=[point], session="s", allow_patterns=["*.json"])
+    with pytest.warns(HfSnapshotWarning, match=re.escape(f"the cache layer {root} failed")) as caught:
+        again = materialize("org/tiny", cache_layers=[root], session="s")
+        other = materialize("org/tiny", cache_layers=[root], session="s", allow_patterns=["*.json"])
     assert len([w for w in caught if issubclass(w.category, HfSnapshotWarning)]) == 1
     assert (again.source, again.layers) == ("repair", ())
     assert (other.source, other.layers) == ("cache", ())
