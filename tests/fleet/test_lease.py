@@ -19,6 +19,7 @@ import pytest
 from reliability.conftest import Child, assert_snapshot_matches, incomplete_files, repo_files
 
 from pytest_hfsnapshot import LockTimeoutError, materialize
+from pytest_hfsnapshot.core.layout import RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import wait_until
@@ -277,3 +278,21 @@ def test_lease_below_five_seconds_is_a_usage_error(pytester: pytest.Pytester, va
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, output
     assert "--hf-lock-lease" in output and "unrecognized arguments" not in output, output
+
+
+@pytest.mark.transports("xet")
+def test_marker_left_empty_by_a_holder_killed_as_it_took_the_lease_is_taken_over(
+    local_hub: LocalHub, lease: float
+) -> None:
+    # filelock creates the marker, then writes who holds it: a holder killed in between (seen in
+    # tests/reliability/test_kill.py under load) leaves an empty marker that names no host.
+    files = repo_files(47)
+    commit = local_hub.add_repo(REPO, files)
+    marker = RepoCache(local_hub.cache_dir, REPO, "model").soft_lock_path
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_bytes(b"")
+
+    snap = materialize(REPO, revision=commit, lock_timeout=30)
+
+    assert snap.lock_wait <= 1.5 * lease, f"waited {snap.lock_wait:.2f}s for an empty marker (lease {lease:g}s)"
+    assert_snapshot_matches(snap.path, files)
