@@ -34,6 +34,7 @@ def test_the_defaults() -> None:
         token=None,
         space_check=True,
         max_rate_wait=DEFAULT_MAX_RATE_WAIT,
+        pins=None,
     )
     assert (DEFAULT_RETRIES, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_RATE_WAIT) == (5, 900.0, 300.0)
 
@@ -64,6 +65,8 @@ def test_the_choices_are_spelled_once() -> None:
         ({"session": ""}, "session='' is not valid: use letters, digits, '_', '.', '-'."),
         ({"session": "a/b"}, "session='a/b' is not valid: use letters, digits, '_', '.', '-'."),
         ({"session": "s" * 65}, f"session='{'s' * 65}' is not valid: use letters, digits, '_', '.', '-'."),
+        ({"pins": 3}, "pins=3 is not valid: give the path of a pin file, or None."),
+        ({"pins": ["hf-pins.json"]}, "pins=['hf-pins.json'] is not valid: give the path of a pin file, or None."),
     ],
 )
 def test_an_invalid_knob_is_refused_naming_it_and_what_to_give(knobs: dict[str, Any], message: str) -> None:
@@ -82,6 +85,8 @@ def test_an_invalid_knob_is_refused_naming_it_and_what_to_give(knobs: dict[str, 
         {"session": "gw0.run-2_a"},
         {"session": "s" * 64},
         {"verify": "sha256"},
+        {"pins": "hf-pins.json"},
+        {"pins": Path("hf-pins.json")},
     ],
 )
 def test_edge_values_are_accepted(knobs: dict[str, Any]) -> None:
