@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -181,6 +182,24 @@ def test_a_pinned_commit_in_a_layer_costs_no_request(local_hub: LocalHub, layer:
     snap = materialize("org/tiny", revision=commit, cache_layers=[layer])
 
     assert snap.source == "layer"
+    assert local_hub.requests == []
+
+
+@ALL
+@pytest.mark.parametrize("offline", [False, True], ids=["online", "offline"])
+def test_a_branch_in_a_pin_file_is_served_from_a_layer_with_no_request(
+    local_hub: LocalHub, layer: Path, commit: str, tmp_path: Path, offline: bool
+) -> None:
+    pins = tmp_path / "hf-pins.json"
+    entry = {"repo_id": "org/tiny", "repo_type": "model", "revision": "main", "commit": commit}
+    pins.write_text(json.dumps([entry], indent=2) + "\n")
+    # The branch moves on the Hub: the pin, not the Hub, says which commit the run uses.
+    local_hub.add_repo("org/tiny", {**FILES, "config.json": '{"moved": true}'})
+    local_hub.reset_counters()
+
+    snap = materialize("org/tiny", pins=pins, cache_layers=[layer], offline=offline)
+
+    assert (snap.source, snap.commit) == ("layer", commit)
     assert local_hub.requests == []
 
 
