@@ -686,11 +686,13 @@ class _Engine:
             if not problem.blob_damaged and os.path.lexists(blob) and not links_to(blob, one.file):
                 continue
             if problem.kind is not ProblemKind.MISSING:
+                self.still_held()
                 self.repair.remove(commit, f, problem)
             if os.path.lexists(blob) and not os.path.islink(blob):
                 continue  # a blob of this cache's own stays: the client links it
             if problem.kind is not ProblemKind.MISSING:
                 repaired.append(f.path)
+            self.still_held()  # a link into a layer is a write step like any other
             link_into_layer(self.repo, commit, one, self.repair.blob_lock)
             after = check_file(self.repo, snapshot_dir, one.entry, self.layers.roots)
             if after is not None:

@@ -185,6 +185,7 @@ class RepoLock(Generic[T]):
             now = time.monotonic()
             if lease:
                 watch.look(self.repo.soft_lock_path)
+                self._break_unwritten_marker()
             try:
                 lock.acquire(timeout=max(0.0, min(step, deadline - now, next_log - now)))
                 break
@@ -270,6 +271,28 @@ class RepoLock(Generic[T]):
     def _compromised(self, compromise: object) -> None:
         # Called on filelock's heartbeat thread: the writing thread learns of it at its next check.
         log.warning("hfsnapshot: the lease on %s is no longer ours (%s)", self.repo.repo_id, compromise)
+
+    def _break_unwritten_marker(self) -> None:
+        """Remove our lease marker when it has stayed empty for a whole lease.
+
+        filelock creates the marker, then writes its holder's record into it: a holder killed in
+        between leaves an empty file that names nobody, which filelock never breaks, so every
+        waiter would sit out the lock timeout. A live holder writes its record at once; one lease
+        of nothing written means nobody will.
+        """
+        path = self.repo.soft_lock_path
+        if _unwritten_for(path) < self.lease:
+            return
+        with contextlib.suppress(OSError):
+            if _unwritten_for(path) >= self.lease:
+                os.unlink(path)
+                log.warning(
+                    "hfsnapshot: removed the lease marker %s of %s, left empty for more than its %gs lease "
+                    "(a holder killed while taking it)",
+                    path,
+                    self.repo.repo_id,
+                    self.lease,
+                )
 
     def _after_takeover(self, watch: _LeaseWatch) -> None:
         """After acquiring a lease: if it was another host's expired claim, clean up what that host left."""
