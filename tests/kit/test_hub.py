@@ -1225,9 +1225,10 @@ def test_slow_paces_all_bodies_together(local_hub: LocalHub) -> None:
     assert elapsed >= 0.35
     assert local_hub.served("*.bin") == 12_000
     local_hub.slow(None)
-    started = time.monotonic()
+    local_hub.reset_counters()
     snapshot_download("org/slow", force_download=True)
-    assert time.monotonic() - started < 0.35
+    # Pacing off: the bytes go out again in full (no wall-clock bound: the machine may be loaded).
+    assert local_hub.served("*.bin") == 12_000
 
 
 @SERVER
