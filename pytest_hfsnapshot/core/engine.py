@@ -59,7 +59,7 @@ from .layers import Layers, link_into_layer, links_to, open_layers
 from .layout import RepoCache
 from .locking import RepoLock, wait_for_client_lock
 from .repair import Repairer
-from .verify import ExpectedFile, Problem, ProblemKind, check_file, hash_mismatches, hash_problem
+from .verify import ExpectedFile, Problem, ProblemKind, all_fine, check_file, hash_mismatches, hash_problem
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -401,9 +401,9 @@ class _Engine:
             return None
         snapshot_dir = str(self.repo.snapshot_dir(commit))
         layers = self.layers.roots
-        if any(check_file(self.repo, snapshot_dir, f, layers) is not None for f in files):
+        if not all_fine(self.repo, snapshot_dir, files, layers):
             return None
-        if self.repo.incomplete_blobs():
+        if self.repo.has_incomplete_blobs():
             return None  # an orphan to clean up (or a download in flight): the slow path decides
         if self.settings.verify == "sha256" and hash_mismatches(self.repair.blob_pairs(commit, files)):
             return None

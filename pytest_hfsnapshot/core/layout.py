@@ -331,6 +331,14 @@ class RepoCache:
                 found.append(Path(entry.path))
         return sorted(found)
 
+    def has_incomplete_blobs(self) -> bool:
+        """Whether ``blobs/`` holds any ``*.incomplete`` file (:meth:`incomplete_blobs`, without building paths)."""
+        try:
+            names = os.listdir(self.blobs)
+        except OSError:
+            return False
+        return any(name.endswith(".incomplete") and INCOMPLETE_RE.match(name) for name in names)
+
     # --- our own records ----------------------------------------------------------------------
     @property
     def own_dir(self) -> Path:

@@ -52,10 +52,11 @@ class ExpectedFile:
 
     @classmethod
     def from_json(cls, raw: object) -> ExpectedFile:
-        if not isinstance(raw, list) or len(raw) != 6:
+        if type(raw) is not list or len(raw) != 6:
             raise ValueError(f"bad record entry: {raw!r}")
         path, size, etag, lfs, blob, xet = raw
-        if not all(isinstance(v, str) for v in (path, etag, blob, xet)) or not isinstance(size, int):
+        # Exact types (what json gives): one record holds thousands of entries, read on every warm call.
+        if not (type(path) is type(etag) is type(blob) is type(xet) is str) or type(size) is not int:
             raise ValueError(f"bad record entry: {raw!r}")
         if blob and not _BLOB_NAME.fullmatch(blob):
             raise ValueError(f"bad blob name in record: {blob!r}")
@@ -267,6 +268,30 @@ def check_file(
     if st.st_size != expected.size:
         return Problem(ProblemKind.WRONG_SIZE, path, found=str(st.st_size), wanted=str(expected.size))
     return None
+
+
+def all_fine(repo: RepoCache, snapshot_dir: str, files: Iterable[ExpectedFile], layers: Sequence[Path] = ()) -> bool:
+    """True when :func:`check_file` finds no problem with any of ``files``: the warm path's check.
+
+    The common entry, a link written as huggingface_hub writes it to a regular blob of the listed
+    size, costs one ``readlink`` and one ``lstat``; any other entry gets the whole check.
+    """
+    blobs = str(repo.blobs) + "/"
+    prefix = snapshot_dir + "/"
+    readlink, lstat, is_regular = os.readlink, os.lstat, stat.S_ISREG
+    for expected in files:
+        name = expected.blob or expected.etag
+        path = expected.path
+        try:
+            fast = readlink(prefix + path) == "../" * (path.count("/") + 2) + "blobs/" + name
+            if fast:
+                st = lstat(blobs + name)
+                fast = is_regular(st.st_mode) and st.st_size == expected.size
+        except OSError:
+            fast = False
+        if not fast and check_file(repo, snapshot_dir, expected, layers) is not None:
+            return False
+    return True
 
 
 def _check_layer_link(repo: RepoCache, blob: str, expected: ExpectedFile, layers: Sequence[Path]) -> Problem | None:

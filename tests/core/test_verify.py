@@ -1,4 +1,5 @@
-"""The verification table of ``verify.check_file``: each cached state and the problem it gets.
+"""The verification table of ``verify.check_file`` and of its warm-path shortcut ``all_fine``: each
+cached state and the problem it gets.
 
 Most states are laid out on disk as huggingface_hub lays them out (relative links from
 ``snapshots/`` to ``blobs/``, and for Xet files from ``blobs/`` into the shared store); the last
@@ -23,6 +24,7 @@ from pytest_hfsnapshot.core.verify import (
     ExpectedFile,
     Problem,
     ProblemKind,
+    all_fine,
     check_file,
     content_hash,
     hash_mismatches,
@@ -69,7 +71,12 @@ def put_in_store(repo: RepoCache, data: bytes = DATA, xet: str = XET) -> Path:
 
 
 def verdict(repo: RepoCache, f: ExpectedFile | None = None) -> Problem | None:
-    return check_file(repo, str(repo.snapshot_dir(COMMIT)), f or expected())
+    f = f or expected()
+    snapshot_dir = str(repo.snapshot_dir(COMMIT))
+    problem = check_file(repo, snapshot_dir, f)
+    # The warm path's shortcut (all_fine) must agree with the whole check on every state of the table.
+    assert all_fine(repo, snapshot_dir, [f]) is (problem is None)
+    return problem
 
 
 def kind_and_words(repo: RepoCache, f: ExpectedFile | None = None) -> tuple[ProblemKind, str]:
