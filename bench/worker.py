@@ -188,6 +188,9 @@ def run(task: dict[str, Any], tools: dict[str, Callable[..., Any]]) -> dict[str,
 
 
 def main() -> int:
+    # bench.compare's base side: another version's pytest_hfsnapshot, imported before this tree's.
+    if code := os.environ.get("HFSNAPSHOT_BENCH_CODE"):
+        sys.path.insert(0, code)
     task = json.loads(sys.stdin.readline())
     tools = _tools()
     rss_ready = _hwm_kib()

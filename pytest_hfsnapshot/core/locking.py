@@ -105,10 +105,19 @@ def describe_holder(holder: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+#: How often a waiter tries the kernel lock and asks ``done``: the delay between a holder's release
+#: and its waiters' return. A try is one ``flock`` and a stat, so seven waiters polling cost
+#: little of what the holder needs.
+KERNEL_POLL = 0.01
+#: The same for a lease: each look reads the marker, over the network on a shared cache.
+LEASE_POLL = 0.05
+
+
 class RepoLock(Generic[T]):
     """The per-repo lock. Use as a context manager; ``wait`` is how long acquiring took.
 
-    ``done``, when given, is asked every ``poll_every`` seconds while another process holds the
+    ``done``, when given, is asked every ``poll_every`` seconds (default: :data:`KERNEL_POLL` for
+    the kernel lock, :data:`LEASE_POLL` for a lease) while another process holds the
     lock: when it returns something (the snapshot that process just finished), waiting stops
     without taking the lock and the value is left in ``early``. Without it, seven xdist workers
     queue for the lock one by one only to read what the first one wrote.
@@ -129,14 +138,13 @@ class RepoLock(Generic[T]):
         lease: float | None = None,
         log_every: float = 10.0,
         done: Callable[[], T | None] | None = None,
-        poll_every: float = 0.05,
+        poll_every: float | None = None,
     ) -> None:
         self.repo = repo
         self.timeout = timeout
         self.lease = lock_lease_from_env() if lease is None else lease
         self.log_every = log_every
         self.done = done
-        self.poll_every = poll_every
         self.wait = 0.0
         self.early: T | None = None
         self.took_over_from: str | None = None
@@ -144,6 +152,7 @@ class RepoLock(Generic[T]):
         folder = repo.lock_path.parent
         repo.make_folders(folder)
         self.mode = lock_mode(folder)
+        self.poll_every = poll_every if poll_every is not None else KERNEL_POLL if self.mode == "kernel" else LEASE_POLL
 
     def _make_lock(self) -> BaseFileLock:
         if self.mode == "lease":
@@ -187,7 +196,7 @@ class RepoLock(Generic[T]):
                 watch.look(self.repo.soft_lock_path)
                 self._break_unwritten_marker()
             try:
-                lock.acquire(timeout=max(0.0, min(step, deadline - now, next_log - now)))
+                lock.acquire(timeout=max(0.0, min(step, deadline - now, next_log - now)), poll_interval=self.poll_every)
                 break
             except Timeout:
                 now = time.monotonic()
