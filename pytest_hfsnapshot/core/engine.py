@@ -31,6 +31,7 @@ from ..errors import (
     AuthError,
     DiskError,
     HfSnapshotError,
+    InvalidRequestError,
     LockLostError,
     OfflineMissingError,
     TransientError,
@@ -55,7 +56,7 @@ from .error_builders import cause as _cause
 from .error_builders import failed_file as _failed_file
 from .error_builders import hub as _hub
 from .hashing import ArrivalHasher
-from .layers import Layers, link_into_layer, links_to, open_layers
+from .layers import LAYERS_ENV, Layers, env_layers, link_into_layer, links_to, open_layers
 from .layout import RepoCache
 from .locking import RepoLock, wait_for_client_lock
 from .repair import Repairer
@@ -124,6 +125,7 @@ def materialize(
             hold is linked from ``cache_dir``, never copied, and nothing is written into them (see
             :mod:`pytest_hfsnapshot.core.layers`). A folder that does not exist or cannot be read
             raises InvalidRequestError; one that fails during the session is left with a warning.
+            Default (none given): the folders ``HFSNAPSHOT_CACHE_LAYERS`` names, joined by ``os.pathsep``.
         lock_lease: seconds the repo lock's lease lasts without renewal where the lock is a lease
             (a cache without flock, or ``HFSNAPSHOT_LOCK_MODE=lease``); every host sharing the
             cache must use the same. Default: ``HFSNAPSHOT_LOCK_LEASE``, else 60.
@@ -144,6 +146,9 @@ def materialize(
         InvalidRequestError: a malformed repo id, keyword or setting.
     """
     request = SnapshotRequest.from_keywords(repo_id, keywords, form="materialize()")
+    from_env = not cache_layers
+    if from_env:
+        cache_layers = env_layers()
     settings = Settings(
         cache_dir=cache_dir,
         verify=verify,
@@ -162,7 +167,12 @@ def materialize(
     if settings.cache_layers:
         resolved = settings.resolved()
         assert resolved.cache_dir is not None
-        open_layers(layer_roots(settings), cache_dir=Path(resolved.cache_dir), session=settings.session)
+        try:
+            open_layers(layer_roots(settings), cache_dir=Path(resolved.cache_dir), session=settings.session)
+        except InvalidRequestError as error:
+            if not from_env:
+                raise
+            raise InvalidRequestError(f"{LAYERS_ENV}: {error}") from None
     return materialize_request(request, settings)
 
 

@@ -177,6 +177,29 @@ def test_deleting_the_revision_with_the_cache_tools_leaves_the_layer_whole(
     assert digest(layer) == before
 
 
+def test_materialize_reads_the_layers_from_the_environment_when_given_none(
+    local_hub: LocalHub, layer: Path, commit: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HFSNAPSHOT_CACHE_LAYERS", os.pathsep.join([str(tmp_path / "unused"), str(layer)]))
+    (tmp_path / "unused").mkdir()
+
+    snap = materialize("org/tiny")
+
+    assert snap.source == "layer"
+    assert snap.layers == (str(layer),)
+    assert transfers(local_hub) == 0
+
+
+def test_a_bad_layer_in_the_environment_names_the_variable(
+    local_hub: LocalHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HFSNAPSHOT_CACHE_LAYERS", str(tmp_path / "no-such-layer"))
+
+    with pytest.raises(InvalidRequestError, match=r"HFSNAPSHOT_CACHE_LAYERS.*no-such-layer.*does not exist"):
+        materialize("org/tiny")
+    assert local_hub.requests == []
+
+
 @ALL
 def test_a_pinned_commit_in_a_layer_costs_no_request(local_hub: LocalHub, layer: Path, commit: str) -> None:
     snap = materialize("org/tiny", revision=commit, cache_layers=[layer])
