@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def _spread(values: list[float], fmt: str) -> str:
     return text
 
 
-def table(results: dict[str, list[dict[str, Any]]]) -> str:
+def table(results: dict[str, list[dict[str, Any]]], *, markdown: bool = False) -> str:
     """One line per row key: base and head (median of runs, min..max), A of head, target."""
     keys: list[str] = []
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -94,6 +95,10 @@ def table(results: dict[str, list[dict[str, Any]]]) -> str:
                 sample["target"],
             )
         )
+    if markdown:
+        rendered = [f"| {' | '.join(line)} |" for line in lines]
+        rendered.insert(1, "|" + "---|" * len(lines[0]))
+        return "\n".join(rendered)
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
@@ -109,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_true")
     size.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "compare.json", help="where the JSON goes")
+    parser.add_argument("--md", type=Path, default=None, help="also write the table as Markdown here")
     args = parser.parse_args(argv)
     if args.runs < 2:
         parser.error("--runs must be at least 2 (one run of each side)")
@@ -135,9 +141,21 @@ def main(argv: list[str] | None = None) -> int:
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "pytest_hfsnapshot"], cwd=REPO_ROOT, capture_output=True)
     head_label = head[:12] + (" + uncommitted changes" if dirty.stdout.strip() else "")
-    print(f"\nbench.compare: workloads {args.only}, {args.runs} runs (ABBA); base {commit[:12]}, head {head_label}")
-    print("figures: the plugin's, median of each side's runs (min..max); A: snapshot_download in the head runs\n")
+    title = f"bench.compare: workloads {args.only}, {args.runs} runs (ABBA); base {commit[:12]}, head {head_label}"
+    legend = "figures: the plugin's, median of each side's runs (min..max); A: snapshot_download in the head runs"
+    print(f"\n{title}\n{legend}\n")
     print(table(results))
+    if args.md is not None:
+        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        profile_name = "smoke" if args.smoke else "quick" if args.quick else "full"
+        args.md.write_text(
+            f"`python -m bench.compare --base {args.base} --only {args.only} --runs {args.runs}` "
+            f"(profile {profile_name}), finished {started}: base {commit[:12]}, head {head_label}. "
+            "Each figure is the plugin's, the median of each side's runs with (min..max); the A column is "
+            "plain `snapshot_download` in the head's runs.\n\n" + table(results, markdown=True) + "\n",
+            encoding="utf-8",
+        )
+        print(f"Markdown: {args.md}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     payload = {"base": commit, "head": head_label, "order": order(args.runs), "runs": results}
     args.json.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
