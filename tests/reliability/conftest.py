@@ -52,7 +52,7 @@ if spec.get("no_flock_under"):
 if spec.get("log"):
     import logging
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(created).3f %(message)s"))
+    handler.setFormatter(logging.Formatter("%(created).6f %(message)s"))
     logging.getLogger("pytest_hfsnapshot").addHandler(handler)
     logging.getLogger("pytest_hfsnapshot").setLevel(logging.DEBUG)
 from pytest_hfsnapshot import materialize

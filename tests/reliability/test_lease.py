@@ -71,6 +71,15 @@ def stderr_of(child: Child) -> list[str]:
     return child.stderr.splitlines()
 
 
+def _stamp(line: str) -> float | None:
+    """The time a child's log line was made (its ``%(created).6f`` prefix), or None for other lines."""
+    head = line.split(" ", 1)[0]
+    try:
+        return float(head)
+    except ValueError:
+        return None
+
+
 def took_over_after(waiter: dict[str, Any], since: float) -> float:
     """Seconds from ``since`` (epoch) until the waiter got the lock."""
     assert waiter["started"] < since, "the waiter only started waiting after the holder was gone"
@@ -177,7 +186,10 @@ class Paused:
     def fetched_nothing_after_it_knew(self) -> set[str]:
         """The paused holder's log: it learned of the loss, and started no transfer after that.
         Returns the files whose transfer it had started."""
-        log = stderr_of(self.holder)
+        # In the order the lines were made: threads write their log records to stderr in another
+        # order (a thread resumed between its lease check and its "fetching" line can write that
+        # line after another thread's "lost", although it was made before).
+        log = sorted((line for line in stderr_of(self.holder) if _stamp(line) is not None), key=_stamp)
         learned = [i for i, line in enumerate(log) if "lost the lock on" in line]
         assert learned, log
         assert not [line for line in log[learned[0] :] if "hfsnapshot: fetching" in line], log
