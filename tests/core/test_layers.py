@@ -574,17 +574,26 @@ def mounted(
     return point / "hf-cache", point, rclone
 
 
-def wait_until_dead(point: Path) -> None:
-    """Poll until the mount answers as a dead one (the kernel serves cached attributes for a moment)."""
+def wait_until_dead(point: Path, below: list[str]) -> None:
+    """Poll until the mount answers as a dead one at its point and at every path of ``below``: the
+    kernel serves a dead FUSE mount's cached attributes until they time out, entry by entry, so a
+    layer's files can still be stat'ed for a moment after the mount point fails."""
     deadline = time.monotonic() + 30
+    alive = [str(point), *below]
     while time.monotonic() < deadline:
-        try:
-            os.stat(point)
-        except OSError as error:
-            assert error.errno == errno.ENOTCONN
+        still = []
+        for path in alive:
+            try:
+                os.lstat(path)
+            except OSError as error:
+                assert error.errno == errno.ENOTCONN, (path, error)
+            else:
+                still.append(path)
+        if not still:
             return
+        alive = still
         time.sleep(0.05)
-    pytest.fail(f"{point} still answers after its rclone was killed")
+    pytest.fail(f"{alive[:3]} still answer after the rclone of {point} was killed")
 
 
 @ALL
@@ -601,9 +610,10 @@ def test_a_mount_that_dies_is_left_with_one_warning(
     if death == "unmounted":
         subprocess.run(["fusermount", "-u", "-z", str(point)], check=True)
     else:
+        below = [os.path.join(top, name) for top, dirs, files in os.walk(root) for name in (*dirs, *files)]
         rclone.kill()
         rclone.wait(timeout=30)
-        wait_until_dead(point)
+        wait_until_dead(point, below)
 
     with pytest.warns(HfSnapshotWarning, match=re.escape(f"the cache layer {root} failed")) as caught:
         again = materialize("org/tiny", cache_layers=[root], session="s")
