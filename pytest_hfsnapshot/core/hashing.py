@@ -40,7 +40,7 @@ T = TypeVar("T")
 
 #: How long the follower sleeps when no followed file has grown.
 POLL_SECONDS = 0.004
-#: At most this much is read from one file before the others get their turn (and new files are looked for).
+#: At most this much is read from one file before the others get their turn.
 _TURN = 16 * CHUNK
 #: While a file is followed, the blob folder is listed for new ones at most this often (listing it at
 #: every poll cost 0.02 sha256 passes per GiB; a file missed meanwhile is read back, not trusted).

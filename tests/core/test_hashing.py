@@ -209,7 +209,7 @@ FILES = {"config.json": '{"model_type": "bert"}', "model.safetensors": BIG}
 
 
 @pytest.mark.transports("xet", "xet-noshare", "http")
-def test_a_cold_download_is_verified_without_reading_it_back(local_hub: LocalHub) -> None:
+def test_a_cold_download_is_verified_without_reading_it_back(local_hub: LocalHub, transport: str) -> None:
     local_hub.add_repo("org/big", FILES)
     local_hub.slow(16 * MIB)  # far slower than hashing: the follower stays just behind the writer
 
@@ -217,11 +217,15 @@ def test_a_cold_download_is_verified_without_reading_it_back(local_hub: LocalHub
 
     assert snap.source == "download"
     assert (snap / "model.safetensors").read_bytes() == BIG
-    # Most of the file was hashed while it arrived, none of it read back. How far the follower is
-    # behind at the last byte depends on the machine: plain HTTP writes chunks of
-    # DOWNLOAD_CHUNK_SIZE (10 MiB), and a follower starved of CPU (four xdist workers on two cores)
-    # was seen one 16 MiB turn behind at 64 MiB/s.
-    assert snap.rehashed < len(BIG) // 2, snap.rehashed
+    # Hashed while it arrived, not read back. How far the follower is behind at the last byte
+    # depends on the writer and the machine. Plain HTTP writes chunks of DOWNLOAD_CHUNK_SIZE
+    # (10 MiB), and a follower starved of CPU (four xdist workers on two cores) was seen one 16 MiB
+    # turn behind at 64 MiB/s: most of the file is hashed on arrival. hf_xet writes each fetched
+    # range whole, and fetches up to three at once: behind one capped link they finish together,
+    # and 12 MiB of this file were once left to hash after the download returned (1 run in 42,
+    # xet-noshare, four xdist workers), so only a part of it is sure to be hashed on arrival.
+    most = len(BIG) // 2 if transport == "http" else len(BIG)
+    assert snap.rehashed < most, snap.rehashed
 
 
 @pytest.mark.transports("xet", "xet-noshare", "http")
@@ -235,3 +239,31 @@ def test_a_byte_corrupted_on_the_wire_is_caught_and_fetched_again(local_hub: Loc
     assert hashlib.sha256((snap / "model.safetensors").read_bytes()).digest() == hashlib.sha256(BIG).digest()
     # Fetched again by the engine: hf_xet keeps a flipped xorb byte, as plain HTTP keeps a flipped body byte.
     assert file_fetches(local_hub, "*model.safetensors") == file_byte_bodies(local_hub, "*model.safetensors") == 2
+
+
+def test_a_file_that_appears_while_another_is_followed_is_followed_too(tmp_path: Path) -> None:
+    # The blob folder is listed less often while a file is followed (hashing.LOOK_SECONDS): a file
+    # that appears meanwhile is still found and hashed as it arrives, not read back.
+    other_data = random.Random(2).randbytes(3 * MIB)
+    first, second = expected(), expected(other_data)
+    hasher = ArrivalHasher(tmp_path, [first, second])
+
+    def download() -> None:
+        paths = [tmp_path / f"{f.blob_name}.0badc0de.incomplete" for f in (first, second)]
+        with open(paths[0], "wb") as one:
+            one.write(DATA[:MIB])
+            one.flush()
+            wait_for(lambda: reader_position(paths[0]) == MIB, "the follower to read the first file")
+            with open(paths[1], "wb") as two:
+                two.write(other_data[:MIB])
+                two.flush()
+                wait_for(lambda: reader_position(paths[1]) == MIB, "the follower to find the second file")
+                two.write(other_data[MIB:])
+            one.write(DATA[MIB:])
+        for f, path in zip((first, second), paths, strict=True):
+            os.replace(path, tmp_path / f.blob_name)
+
+    hasher.run(download)
+
+    for f in (first, second):
+        assert hasher.trusted(f, tmp_path / f.blob_name), f
