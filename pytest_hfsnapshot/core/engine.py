@@ -244,8 +244,9 @@ class _Engine:
         self.repair = Repairer(self.repo, request.label, lock_timeout=self.settings.lock_timeout, layers=self.layers)
         #: Bytes of downloaded files hashed after their transfer (not while they arrived).
         self.rehashed = 0
-        #: While waiting for the lock: the commit the holder works on, once known (it does not change).
-        self._awaited: str | None = None
+        #: While waiting for the lock: the commit the holder works on, once known (it does not
+        #: change), and the path of the record awaited.
+        self._awaited: tuple[str, str] | None = None
         #: The commit the pin file gives the request's branch or tag; None when it is not listed.
         self.pin = pins.load(settings.pins).commit_for(request) if settings.pins is not None else None
         #: Called before each write step under the repo lock: raises LockLostError once the lock
@@ -267,6 +268,7 @@ class _Engine:
                 timeout=self.settings.lock_timeout,
                 lease=self.settings.lock_lease,
                 done=self._finished_elsewhere,
+                watch=self.repo.records_dir,
             ) as lock:
                 self.lock_wait = lock.wait
                 if isinstance(lock.early, Snapshot):
@@ -315,8 +317,13 @@ class _Engine:
 
         One stat while the record is absent; the full checks only once it appears.
         """
-        commit = self._awaited = self._awaited or self._known_commit()
-        if commit is None or not state.record_path(self.repo, self.request, commit).exists():
+        if self._awaited is None:
+            commit = self._known_commit()
+            if commit is None:
+                return None
+            self._awaited = (commit, os.fspath(state.record_path(self.repo, self.request, commit)))
+        commit, record = self._awaited
+        if not os.path.exists(record):
             return None
         return self._from_record(commit)
 

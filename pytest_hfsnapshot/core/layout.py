@@ -361,12 +361,17 @@ class RepoCache:
         """Why the Hub last refused this repo (gated, 401, private), for offline runs that follow."""
         return self.own_dir / "refusals" / f"{self.folder_name}.json"
 
+    @property
+    def records_dir(self) -> Path:
+        """The folder of this repo's records, every commit's and every selection's."""
+        return self.own_dir / "records" / self.folder_name
+
     def record_path(self, commit: str, selection_key: str) -> Path:
-        return self.own_dir / "records" / self.folder_name / f"{commit}.{selection_key}.json"
+        return self.records_dir / f"{commit}.{selection_key}.json"
 
     def record_paths(self, commit: str) -> list[Path]:
         """Every record of ``commit``, whatever its selection; an OSError other than "no such folder" propagates."""
-        folder = self.own_dir / "records" / self.folder_name
+        folder = self.records_dir
         try:
             names = os.listdir(folder)
         except (FileNotFoundError, NotADirectoryError):

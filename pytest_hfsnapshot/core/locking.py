@@ -47,6 +47,7 @@ from ..errors import InvalidRequestError, LockLostError, LockTimeoutError
 from ..settings import lock_lease_from_env
 from .layout import RepoCache, flock_probe, is_within, store_file
 from .state import read_holder, write_holder
+from .watch import FolderWatch
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -105,11 +106,14 @@ def describe_holder(holder: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-#: How often a waiter tries the kernel lock and asks ``done``: the longest delay between a holder's
-#: release and its waiters' return. Each try costs about 0.2 ms of CPU (filelock's bookkeeping, an
-#: open and a ``flock``), so seven waiters take a few percent of one core from the holder.
+#: How often a waiter asks ``done`` while the kernel lock is held, where no folder watch wakes it
+#: (see ``watch``): the longest delay between a holder's record and its waiters' return.
 KERNEL_POLL = 0.02
-#: The same for a lease: each look reads the marker, over the network on a shared cache.
+#: How often a waiter tries the kernel lock itself: how soon it learns that a holder died or let go
+#: without recording what it waited for. One try costs about 0.1 ms of CPU (filelock's bookkeeping,
+#: an open and a ``flock``); a waking waiter more than that, on a busy machine.
+KERNEL_TRY = 0.1
+#: For a lease, both at once: each round reads the marker, over the network on a shared cache.
 LEASE_POLL = 0.05
 
 
@@ -120,7 +124,15 @@ class RepoLock(Generic[T]):
     the kernel lock, :data:`LEASE_POLL` for a lease) while another process holds the
     lock: when it returns something (the snapshot that process just finished), waiting stops
     without taking the lock and the value is left in ``early``. Without it, seven xdist workers
-    queue for the lock one by one only to read what the first one wrote.
+    queue for the lock one by one only to read what the first one wrote. The lock itself is tried
+    every ``try_every`` seconds (default: :data:`KERNEL_TRY` for the kernel lock; a lease is tried
+    at every round), so ``done`` must be cheap while its answer is None.
+
+    ``watch``: the folder where what ``done`` looks for is written. Waiting for the kernel lock, a
+    waiter then sleeps until a file is written there or its next try is due, instead of waking
+    every ``poll_every`` (see :class:`~pytest_hfsnapshot.core.watch.FolderWatch`; where inotify
+    is missing it polls). The folder is created if missing. A lease is polled as before: another
+    host's writes wake nothing.
 
     ``lease``: the lease length in seconds when the lock is a lease (default:
     ``HFSNAPSHOT_LOCK_LEASE``, else 60). ``took_over_from`` is, once acquired, the host whose
@@ -139,12 +151,15 @@ class RepoLock(Generic[T]):
         log_every: float = 10.0,
         done: Callable[[], T | None] | None = None,
         poll_every: float | None = None,
+        try_every: float | None = None,
+        watch: Path | None = None,
     ) -> None:
         self.repo = repo
         self.timeout = timeout
         self.lease = lock_lease_from_env() if lease is None else lease
         self.log_every = log_every
         self.done = done
+        self.watch = watch
         self.wait = 0.0
         self.early: T | None = None
         self.took_over_from: str | None = None
@@ -152,7 +167,9 @@ class RepoLock(Generic[T]):
         folder = repo.lock_path.parent
         repo.make_folders(folder)
         self.mode = lock_mode(folder)
-        self.poll_every = poll_every if poll_every is not None else KERNEL_POLL if self.mode == "kernel" else LEASE_POLL
+        kernel = self.mode == "kernel"
+        self.poll_every = poll_every if poll_every is not None else KERNEL_POLL if kernel else LEASE_POLL
+        self.try_every = try_every if try_every is not None else KERNEL_TRY if kernel else self.poll_every
 
     def _make_lock(self) -> BaseFileLock:
         if self.mode == "lease":
@@ -188,21 +205,29 @@ class RepoLock(Generic[T]):
         next_log = start + self.log_every
         lease = isinstance(lock, SoftFileLease)
         # A lease is watched at every poll: its expiry, and whose it was, decide what a takeover cleans up.
-        # Polling, each round is one try of the lock and one look at ``done``, then a sleep.
+        # Polling, each round is a look at ``done`` then a sleep, and a try of the lock first when
+        # ``try_every`` has passed since the last one.
         polling = self.done is not None or lease
-        watch = _LeaseWatch()
-        while True:
-            now = time.monotonic()
-            if lease:
-                watch.look(self.repo.soft_lock_path)
-                self._break_unwritten_marker()
-            try:
-                if polling:
-                    lock.acquire(blocking=False)
-                else:
-                    lock.acquire(timeout=max(0.0, min(deadline, next_log) - now), poll_interval=self.poll_every)
-                break
-            except Timeout:
+        lease_watch = _LeaseWatch()
+        next_try = start
+        with self._folder_watch(polling and not lease) as written:
+            while True:
+                now = time.monotonic()
+                if lease:
+                    lease_watch.look(self.repo.soft_lock_path)
+                    self._break_unwritten_marker()
+                try:
+                    if not polling:
+                        lock.acquire(timeout=max(0.0, min(deadline, next_log) - now), poll_interval=self.poll_every)
+                        break
+                    if now >= min(next_try, deadline):
+                        next_try = now + self.try_every
+                        lock.acquire(blocking=False)
+                        break
+                except Timeout:
+                    pass
+                except LeaseSettingsMismatch as mismatch:
+                    raise self._mismatch_error(str(mismatch)) from None
                 now = time.monotonic()
                 if self.done is not None:
                     self.early = self.done()
@@ -219,16 +244,22 @@ class RepoLock(Generic[T]):
                         self.repo.repo_id,
                         describe_holder(self.holder()),
                     )
-                if polling:
+                if written is not None and written.active:
+                    written.wait(min(next_try, next_log, deadline) - now)
+                elif polling:
                     time.sleep(max(0.0, min(self.poll_every, deadline - now)))
-            except LeaseSettingsMismatch as mismatch:
-                raise self._mismatch_error(str(mismatch)) from None
         self._lock = lock
         self.wait = time.monotonic() - start
         write_holder(self.repo, self.mode)
         if lease:
-            self._after_takeover(watch)
+            self._after_takeover(lease_watch)
         return self
+
+    def _folder_watch(self, wanted: bool) -> contextlib.AbstractContextManager[FolderWatch | None]:
+        if not wanted or self.watch is None:
+            return contextlib.nullcontext()
+        self.repo.make_folders(self.watch)
+        return FolderWatch(self.watch)
 
     def __exit__(
         self,

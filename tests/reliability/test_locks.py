@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -10,8 +12,9 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import LockTimeoutError, materialize
-from pytest_hfsnapshot.core.layout import RepoCache
-from pytest_hfsnapshot.core.locking import MODE_ENV
+from pytest_hfsnapshot.core import watch
+from pytest_hfsnapshot.core.layout import RepoCache, atomic_write_json
+from pytest_hfsnapshot.core.locking import MODE_ENV, RepoLock
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import (
@@ -115,3 +118,62 @@ def test_lease_of_another_host_is_waited_for_then_reported(
     assert OTHER_HOST in message and f"pid {pid}" in message, message
     assert 1.5 <= waited < 6.0
     assert local_hub.requests == [], "went to the Hub without the lock"
+
+
+class _Waiter:
+    """A RepoLock waiter on its own thread whose ``done`` counts its calls and answers once
+    ``answer`` exists."""
+
+    def __init__(self, repo: RepoCache, answer: Path, **kwargs: Any) -> None:
+        self.answer = answer
+        self.calls = 0
+        self.asked = threading.Event()
+        self.lock: RepoLock[str] | None = None
+        self.thread = threading.Thread(target=self._wait, args=(repo, kwargs), daemon=True)
+        self.thread.start()
+
+    def _done(self) -> str | None:
+        self.calls += 1
+        self.asked.set()
+        return "recorded" if self.answer.exists() else None
+
+    def _wait(self, repo: RepoCache, kwargs: dict[str, Any]) -> None:
+        with RepoLock(repo, timeout=120, log_every=120, done=self._done, **kwargs) as lock:
+            self.lock = lock
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_a_waiter_sleeps_until_the_record_is_written(local_hub: LocalHub, children: Any, monkeypatch: Any) -> None:
+    # Seven waiters waking every few ms to look for the record slowed the process doing the work.
+    monkeypatch.setenv(MODE_ENV, "kernel")
+    repo = RepoCache(local_hub.cache_dir, REPO, "model")
+    _hold_lock(children, local_hub.cache_dir, "kernel")
+    answer = repo.records_dir / "awaited.json"
+    # No try of the lock and no log line is due for two minutes: only a write can wake it.
+    waiter = _Waiter(repo, answer, watch=repo.records_dir, try_every=120)
+    assert waiter.asked.wait(30), "the waiter never looked"
+    threading.Event().wait(0.3)
+    assert waiter.calls == 1, f"woken {waiter.calls - 1} times while nothing was written"
+
+    atomic_write_json(answer, {"done": True})
+    waiter.thread.join(30)
+
+    assert not waiter.thread.is_alive(), "the record's write did not wake the waiter"
+    assert waiter.lock is not None and waiter.lock.early == "recorded"
+    assert waiter.calls <= 3  # the first look, and at most one per file of the atomic write
+
+
+def test_without_inotify_a_waiter_polls(local_hub: LocalHub, children: Any, monkeypatch: Any) -> None:
+    monkeypatch.setenv(MODE_ENV, "kernel")
+    monkeypatch.setattr(watch, "_LIBC", None)
+    repo = RepoCache(local_hub.cache_dir, REPO, "model")
+    _hold_lock(children, local_hub.cache_dir, "kernel")
+    answer = repo.records_dir / "awaited.json"
+    waiter = _Waiter(repo, answer, watch=repo.records_dir, try_every=120, poll_every=0.01)
+    assert waiter.asked.wait(30), "the waiter never looked"
+
+    atomic_write_json(answer, {"done": True})
+    waiter.thread.join(30)
+
+    assert not waiter.thread.is_alive(), "the polling waiter did not find the record"
+    assert waiter.lock is not None and waiter.lock.early == "recorded"
