@@ -19,7 +19,6 @@ import select
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 # <sys/inotify.h>: a file opened for writing was closed; a file was renamed into the folder (an
@@ -87,12 +86,7 @@ class FolderWatch:
     def __enter__(self) -> FolderWatch:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     @staticmethod
