@@ -47,7 +47,7 @@ from ..errors import InvalidRequestError, LockLostError, LockTimeoutError
 from ..settings import lock_lease_from_env
 from .layout import RepoCache, flock_probe, is_within, store_file
 from .state import read_holder, write_holder
-from .watch import FolderWatch
+from .watch import FolderWatch, wake
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -109,10 +109,11 @@ def describe_holder(holder: dict[str, Any]) -> str:
 #: How often a waiter asks ``done`` while the kernel lock is held, where no folder watch wakes it
 #: (see ``watch``): the longest delay between a holder's record and its waiters' return.
 KERNEL_POLL = 0.02
-#: How often a waiter tries the kernel lock itself: how soon it learns that a holder died or let go
-#: without recording what it waited for. One try costs about 0.1 ms of CPU (filelock's bookkeeping,
-#: an open and a ``flock``); a waking waiter more than that, on a busy machine.
-KERNEL_TRY = 0.1
+#: How often a waiter tries the kernel lock itself: how soon it learns that a holder died. A holder
+#: that lets go wakes the waiters watching the folder (see ``watch``) at once; a killed one
+#: cannot. Each wake of seven waiters beside a download costs the download more than their CPU
+#: shows (docs/benchmarks.md, workload 1), so a waiter wakes for nothing at most once a second.
+KERNEL_TRY = 1.0
 #: For a lease, both at once: each round reads the marker, over the network on a shared cache.
 LEASE_POLL = 0.05
 
@@ -131,8 +132,9 @@ class RepoLock(Generic[T]):
     ``watch``: the folder where what ``done`` looks for is written. Waiting for the kernel lock, a
     waiter then sleeps until a file is written there or its next try is due, instead of waking
     every ``poll_every`` (see :class:`~pytest_hfsnapshot.core.watch.FolderWatch`; where inotify
-    is missing it polls). The folder is created if missing. A lease is polled as before: another
-    host's writes wake nothing.
+    is missing it polls). A holder of the kernel lock wakes that folder's waiters when it lets
+    go, so they try the lock at once. The folder is created if missing. A lease is polled as
+    before: another host's writes wake nothing.
 
     ``lease``: the lease length in seconds when the lock is a lease (default:
     ``HFSNAPSHOT_LOCK_LEASE``, else 60). ``took_over_from`` is, once acquired, the host whose
@@ -245,7 +247,8 @@ class RepoLock(Generic[T]):
                         describe_holder(self.holder()),
                     )
                 if written is not None and written.active:
-                    written.wait(min(next_try, next_log, deadline) - now)
+                    if written.wait(min(next_try, next_log, deadline) - now):
+                        next_try = now  # a record, or a holder letting go: try the lock too
                 elif polling:
                     time.sleep(max(0.0, min(self.poll_every, deadline - now)))
         self._lock = lock
@@ -270,6 +273,8 @@ class RepoLock(Generic[T]):
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+            if self.watch is not None and self.mode == "kernel":
+                wake(self.watch)
 
     # --- the lease ------------------------------------------------------------------------------
     def ensure_held(self) -> None:

@@ -29,6 +29,8 @@ _IN_ONLYDIR = 0x01000000
 _MASK = _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_ONLYDIR
 #: Enough for the events of many writes at once; more stay queued and wake the next wait.
 _READ_BYTES = 64 * 1024
+#: The empty file :func:`wake` closes a write of, then removes.
+WAKE_NAME = ".wake"
 
 
 def _load_libc() -> Any | None:
@@ -44,6 +46,20 @@ def _load_libc() -> Any | None:
 
 
 _LIBC = _load_libc()
+
+
+def wake(folder: Path) -> None:
+    """Wake the waits on ``folder`` of this host: close a write of an empty :data:`WAKE_NAME` file
+    there, and remove it (the close is the event; nothing is left behind).
+
+    Best effort: a folder that cannot take it (gone, read-only) wakes nobody, and its waiters find
+    out on their own at their next look.
+    """
+    path = folder / WAKE_NAME
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, flags, 0o644))
+        os.unlink(path)
 
 
 class FolderWatch:

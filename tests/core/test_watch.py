@@ -11,7 +11,7 @@ import pytest
 
 from pytest_hfsnapshot.core import watch
 from pytest_hfsnapshot.core.layout import atomic_write_json
-from pytest_hfsnapshot.core.watch import FolderWatch
+from pytest_hfsnapshot.core.watch import FolderWatch, wake
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
 #: Longer than any test here may take: a wait that runs this long was not woken.
@@ -79,3 +79,16 @@ def test_closing_releases_the_descriptor(tmp_path: Path) -> None:
         with FolderWatch(tmp_path) as folder:
             assert folder.active
     assert _inotify_descriptors() == before
+
+
+@linux
+def test_wake_ends_the_wait_and_leaves_nothing(tmp_path: Path) -> None:
+    with FolderWatch(tmp_path) as folder:
+        wake(tmp_path)
+        assert folder.wait(NEVER) is True
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_wake_of_a_missing_folder_does_nothing(tmp_path: Path) -> None:
+    wake(tmp_path / "absent")
+    assert not (tmp_path / "absent").exists()

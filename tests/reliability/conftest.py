@@ -34,7 +34,8 @@ from pytest_hfsnapshot.testing.hub import LocalHub, is_lfs
 # several children start at the same moment, then does one action: "materialize" (says "started"
 # as it calls it, then reports a JSON line), "lock" (holds the repo lock until killed; with
 # "markers", filelock's SoftFileLock on each of those paths too, as huggingface_hub locks its
-# blobs where flock fails) or "hf_download" (a plain hf_hub_download). "no_flock_under": flock
+# blobs where flock fails; with "release_when", until that file exists, then it lets go as the
+# engine's holder does) or "hf_download" (a plain hf_hub_download). "no_flock_under": flock
 # fails with ENOSYS for files below that folder, as on a filesystem without flock (some network
 # mounts). "log": the plugin's log records, DEBUG and up, go to stderr as "<time.time()> <message>".
 CHILD = r"""
@@ -70,12 +71,15 @@ if spec["action"] == "hf_download":
     sys.exit(0)
 if spec["action"] == "lock":
     repo = RepoCache(spec["cache_dir"], spec["repo_id"], spec.get("repo_type", "model"))
-    with RepoLock(repo, timeout=30) as lock:
+    with RepoLock(repo, timeout=30, watch=repo.records_dir if spec.get("release_when") else None) as lock:
         markers = [SoftFileLock(path, is_singleton=False) for path in spec.get("markers", [])]
         for marker in markers:
             marker.acquire(timeout=0)
         print("locked", lock.mode, flush=True)
-        time.sleep(120)
+        until = time.monotonic() + 120
+        while time.monotonic() < until and not (spec.get("release_when") and os.path.exists(spec["release_when"])):
+            time.sleep(0.01)
+    print("released", flush=True)
     sys.exit(0)
 started = time.time()
 print("started", started, flush=True)

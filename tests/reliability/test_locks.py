@@ -163,6 +163,30 @@ def test_a_waiter_sleeps_until_the_record_is_written(local_hub: LocalHub, childr
     assert waiter.calls <= 3  # the first look, and at most one per file of the atomic write
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_a_holder_that_lets_go_without_a_record_wakes_its_waiters(
+    local_hub: LocalHub, children: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    # A holder of another selection, or one that failed, writes no record its waiters look for.
+    monkeypatch.setenv(MODE_ENV, "kernel")
+    repo = RepoCache(local_hub.cache_dir, REPO, "model")
+    release = tmp_path / "release"
+    holder: Child = children(
+        {"action": "lock", "repo_id": REPO, "cache_dir": str(local_hub.cache_dir), "release_when": str(release)}
+    )
+    assert holder.expect("locked") == ["kernel"]
+    # No try is due for two minutes: only the holder's wake can end the wait.
+    waiter = _Waiter(repo, repo.records_dir / "never.json", watch=repo.records_dir, try_every=120)
+    assert waiter.asked.wait(30), "the waiter never looked"
+
+    release.touch()
+    holder.expect("released")
+    waiter.thread.join(30)
+
+    assert not waiter.thread.is_alive(), "the holder let go and its waiter slept on"
+    assert waiter.lock is not None and waiter.lock.early is None, "the waiter returned without the lock"
+
+
 def test_without_inotify_a_waiter_polls(local_hub: LocalHub, children: Any, monkeypatch: Any) -> None:
     monkeypatch.setenv(MODE_ENV, "kernel")
     monkeypatch.setattr(watch, "_LIBC", None)
