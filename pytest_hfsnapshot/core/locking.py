@@ -110,9 +110,9 @@ def describe_holder(holder: dict[str, Any]) -> str:
 #: (see ``watch``): the longest delay between a holder's record and its waiters' return.
 KERNEL_POLL = 0.02
 #: How often a waiter tries the kernel lock itself: how soon it learns that a holder died. A holder
-#: that lets go wakes the waiters watching the folder (see ``watch``) at once; a killed one
-#: cannot. Each wake of seven waiters beside a download costs the download more than their CPU
-#: shows (docs/benchmarks.md, workload 1), so a waiter wakes for nothing at most once a second.
+#: that lets go wakes the waiters watching the folder (see ``watch``) at once; a killed one cannot,
+#: and neither can any holder where inotify is missing. A waiter with nothing to do sleeps; once a
+#: second bounds a takeover from a killed holder without waking it more often.
 KERNEL_TRY = 1.0
 #: For a lease, both at once: each round reads the marker, over the network on a shared cache.
 LEASE_POLL = 0.05
