@@ -1,8 +1,8 @@
 """Sleeping until a file is written into a folder: inotify where the kernel has it, else a plain sleep.
 
 A process waiting for another one's record wakes once when the record lands, instead of every few
-milliseconds to look for it. On two cores, seven waiters each waking 50 to 200 times a second
-slowed the one process doing the work by a fifth (bench workload 1); waiting on inotify they do not.
+milliseconds to look for it: seven waiters of a 0.5 s download (bench workload 1) spent 15 to 30 ms
+of CPU each, 95% of it in those looks, and about 5 ms waiting on inotify.
 
 inotify reports the writes of this host only: on a network mount another host's writes raise no
 event. So a caller still looks on its own every so often, and takes :attr:`FolderWatch.active`
@@ -70,7 +70,6 @@ class FolderWatch:
     """
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
         self._fd: int | None = self._open(folder)
 
     @property
