@@ -217,15 +217,20 @@ class Bench:
         transport: str = "xet",
         *,
         prefixes: Sequence[Sequence[str]] | None = None,
+        prime: int = 0,
     ) -> list[WorkerResult]:
         """Start one worker per task (``prefixes``: a command prefix per task), let them import,
-        release them together, collect results."""
+        release them together, collect results. ``prime``: bytes of free memory to make resident
+        (:class:`MemoryPrimer`) once the workers are ready, just before they are released."""
+        primer = MemoryPrimer() if prime else None
         workers: list[Worker] = []
         try:
             for n, spec in enumerate(tasks):
                 workers.append(self.start(cache, spec, transport, prefix=prefixes[n] if prefixes else ()))
             for worker in workers:
                 worker.ready()
+            if primer is not None:
+                primer.prime(self.workdir, prime)
             for worker in workers:
                 worker.go()
             return [worker.result() for worker in workers]
@@ -244,6 +249,59 @@ class Bench:
         self.figures.setdefault("other_processes_cpu_share", {})[label] = round(others, 3)
         log(f"{label} done in {seconds:.1f}s (other processes used {others:.0%} of the CPU meanwhile)")
         return value
+
+
+#: The kernel's count of the free memory it has reported to the hypervisor (free page reporting).
+REPORTED_KIB = Path("/sys/module/page_reporting/parameters/reported_kib")
+#: How long that count must stand still before a run is primed: this kernel reports free memory
+#: 2.0 s after it is freed (measured: four frees of 256 MiB, each reported 2.04-2.06 s later).
+REPORTING_QUIET = 2.5
+
+
+class MemoryPrimer:
+    """Gives each measured run the same kind of free memory to write its download into.
+
+    On a VM with free page reporting (this Firecracker VM: ``page_reporting`` in ``/sys/module``)
+    the guest hands memory that has stayed free for 2 s back to the host, and the first write to
+    such a page faults in the host. A cold download that wrote into that memory took about twice
+    the kernel CPU (0.6-0.9 s against 0.25-0.35 s per 128 MiB over Xet, in
+    ``copy_folio_from_iter_atomic``) and about 1.5x the wall, and which of the two a run got
+    followed how long the memory had been free: 8 workers take 1.2-1.7 s to import against 0.3 s
+    for one, so they got it more often. So :meth:`prime` waits until no reporting pass is due (the
+    count has not moved for :data:`REPORTING_QUIET`, the workers' start counted in), then writes
+    ``nbytes`` into a scratch file and deletes it: the next ``nbytes`` of page cache are pages that
+    are resident, and none are reported before 2 s after the release. The file is deleted while
+    still dirty, so no disk write is done. Where there is no reporting, it only writes the file.
+    """
+
+    def __init__(self) -> None:
+        self.count = self._reported()
+        self.since = time.monotonic()
+
+    @staticmethod
+    def _reported() -> str | None:
+        try:
+            return REPORTED_KIB.read_text()
+        except OSError:
+            return None
+
+    def prime(self, folder: Path, nbytes: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.count is not None and time.monotonic() < deadline:
+            now = self._reported()
+            if now != self.count:
+                self.count, self.since = now, time.monotonic()
+            elif time.monotonic() - self.since >= REPORTING_QUIET:
+                break
+            time.sleep(0.05)
+        path = folder / f"prime-{uuid.uuid4().hex[:8]}.bin"
+        block = b"\1" * (1 << 20)
+        try:
+            with open(path, "wb") as handle:
+                for _ in range(-(-nbytes // len(block))):
+                    handle.write(block)
+        finally:
+            path.unlink(missing_ok=True)
 
 
 class Worker:

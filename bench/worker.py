@@ -226,6 +226,7 @@ def main() -> int:
     clocked = _clock_the_follower()
     rss_ready = _hwm_kib()
     cpu_ready = time.process_time()
+    times_ready = os.times()
     print("READY", flush=True)
     if sys.stdin.readline().strip() != "GO":
         return 2
@@ -235,6 +236,9 @@ def main() -> int:
     except Exception as error:
         out = {"ok": False, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
     out["cpu_s"] = time.process_time() - cpu_ready
+    times = os.times()
+    out["cpu_user_s"] = times.user - times_ready.user
+    out["cpu_sys_s"] = times.system - times_ready.system
     out["follower_cpu_s"] = FOLLOWER_CPU[0] if clocked else None
     out["rss_ready_kib"] = rss_ready
     out["rss_peak_kib"] = _hwm_kib()
