@@ -970,11 +970,13 @@ def _spread(values: list[float]) -> str:
     return f"{median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}, {len(values)} pairs)"
 
 
-def _cold_cost_run(bench: Bench, tool: str, repo_id: str, commit: str, transport: str) -> dict[str, float]:
-    """One cold fetch in its own process, then one bare hashlib pass over the file it left, in another."""
+def _cold_cost_run(bench: Bench, tool: str, repo_id: str, commit: str, transport: str, nbytes: int) -> dict[str, float]:
+    """One cold fetch of ``nbytes`` in its own process, then one bare hashlib pass over the file it
+    left, in another."""
     cache = bench.new_cache("cold-cost")
     os.sync()  # the last run's dirty pages must not be written back during this one
-    res = bench.run(cache, [task(step(tool, **_args(tool, repo_id, commit)))], transport)[0]
+    spec = task(step(tool, **_args(tool, repo_id, commit)))
+    res = bench.run(cache, [spec], transport, prime=PRIME_FACTOR * nbytes)[0]
     out = {"wall": res.durations(tool)[0], "cpu": float(res.data["cpu_s"]), "rss": res.maxrss_kib / 1024}
     if tool == "plugin":
         out["rehashed"] = float(res.result(tool).get("rehashed") or 0)
@@ -991,7 +993,8 @@ def _cold_cost_run(bench: Bench, tool: str, repo_id: str, commit: str, transport
 def cold_cost(bench: Bench) -> None:
     """Workload 12: what hashing on arrival costs, as ABBA pairs of processes (plugin, A = snapshot_download).
 
-    Each fetch runs in a fresh process with dirty pages flushed before it; after each, a bare
+    Each fetch runs in a fresh process with dirty pages flushed and free memory primed
+    (:class:`~bench.runner.MemoryPrimer`) before it; after each, a bare
     ``hashlib.sha256`` pass over the file it left runs in another process. Per pair: the wall ratio
     plugin / A, and the CPU the plugin added over A in units of that bare pass (its own measure
     for this file on this run: 1.0 means exactly one extra hash pass). Medians of the pairs with
@@ -1011,7 +1014,7 @@ def cold_cost(bench: Bench) -> None:
             for n in range(pairs_n):
                 order = ("plugin", "hf") if n % 2 == 0 else ("hf", "plugin")  # A B, B A, A B, ...
                 for tool in order:
-                    runs[tool].append(_cold_cost_run(bench, tool, repo_id, commit, transport))
+                    runs[tool].append(_cold_cost_run(bench, tool, repo_id, commit, transport, p.huge_mib * MIB))
             plug, hf = runs["plugin"], runs["hf"]
             wall_pairs = [a["wall"] / b["wall"] for a, b in zip(plug, hf, strict=True)]
             # One bare pass: the median over every run of this cell (each run hashed its own file).
@@ -1031,7 +1034,8 @@ def cold_cost(bench: Bench) -> None:
             what = f"link capped at {LINK_MIB_S} MiB/s" if rate else "raw loopback"
             label = f"12 cold, one {p.huge_mib} MiB file, {transport}, {what}"
             note = (
-                f"median of {pairs_n} ABBA pairs, each side in its own process, dirty pages flushed before each; "
+                f"median of {pairs_n} ABBA pairs, each side in its own process, dirty pages flushed and free memory "
+                f"primed before each; "
                 f"wall plugin {median([r['wall'] for r in plug]):.2f}s, A {median([r['wall'] for r in hf]):.2f}s; "
                 f"CPU s/GiB: plugin {cpu_gib['plugin']:.2f}, A {cpu_gib['hf']:.2f}, one sha256 pass "
                 f"{hash_cpu / gib:.2f}; peak RSS plugin {median([r['rss'] for r in plug]):.0f} MiB, "
