@@ -272,8 +272,9 @@ class MemoryPrimer:
     ``nbytes`` into a scratch file in ``folder`` and deletes it, so that the run's page cache is
     taken from pages the same filesystem's page cache has just let go of. With it, 99 of 100 runs
     had the fast mode (workload 1's 84 over both transports, and a block of 16 over Xet).
-    Priming with anonymous memory, or with a file in ``/dev/shm``, did not: 10 and 12 of 12 slow. The file is deleted while still dirty; at 2 GiB
-    (workload 12) part of it is written back first, which costs the bench time, not the run.
+    Priming with anonymous memory, or with a file in ``/dev/shm``, did not: 10 and 12 of 12 slow.
+    The file is deleted while still dirty; at 2 GiB (workload 12) part of it is written back
+    first, which costs the bench time, not the run.
     """
 
     def __init__(self) -> None:
