@@ -38,8 +38,13 @@ from .verify import CHUNK, ExpectedFile, hash_mismatches, new_digest
 
 T = TypeVar("T")
 
-#: How long the follower sleeps when no followed file has grown.
+#: How long the follower sleeps when it follows no file yet and finds none.
 POLL_SECONDS = 0.004
+#: While a file is still arriving, its new bytes are read once at least this many are there (or
+#: the file is whole), and a look that finds fewer sleeps :data:`BATCH_SECONDS`. Reading each write
+#: as it landed (every 4 ms) cost 1.17-1.23 sha256 passes behind a 200 MiB/s writer; this, 1.07.
+BATCH = 4 * CHUNK
+BATCH_SECONDS = 0.02
 #: At most this much is read from one file before the others get their turn.
 _TURN = 16 * CHUNK
 #: While a file is followed, the blob folder is listed for new ones at most this often (listing it at
@@ -129,7 +134,7 @@ class ArrivalHasher:
                     self._finish(item)  # done: its descriptor is not held while others arrive
             self._followed = [item for item in self._followed if not item.handle.closed]
             if not progressed:
-                self._stop.wait(self.poll)
+                self._stop.wait(BATCH_SECONDS if self._followed else self.poll)
 
     def _discover(self) -> None:
         names = self._names()
@@ -159,6 +164,8 @@ class ArrivalHasher:
         if size < item.position or size > item.expected.size:
             item.spoiled = True  # cut back (rewritten from the start) or longer than listed
             return 0
+        if limit is not None and size < item.expected.size and size - item.position < BATCH:
+            return 0  # still arriving: wait for a batch
         view = memoryview(self._buffer)
         done = 0
         while item.position < size and (limit is None or done < limit):

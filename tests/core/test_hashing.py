@@ -12,12 +12,13 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import file_byte_bodies, file_fetches
 
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.core.hashing import ArrivalHasher
+from pytest_hfsnapshot.core.hashing import BATCH, ArrivalHasher
 from pytest_hfsnapshot.core.verify import ExpectedFile, content_hash
 from pytest_hfsnapshot.testing.hub import LocalHub
 
@@ -115,6 +116,29 @@ def test_a_file_arriving_in_chunks_hashes_to_verifys_digest_without_being_read_b
     assert hasher.rehashed < len(DATA) // 4, "at most the last writes are read after the transfer, and once"
 
 
+def test_a_file_still_arriving_is_read_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each look at a growing file costs a wake-up and a read: bytes are read once BATCH more are
+    # there, or once the file is whole, not as each write lands.
+    f = expected()
+    hasher = ArrivalHasher(tmp_path, [f])
+    reads: list[tuple[int, int]] = []
+    read = hasher._read
+
+    def counted(item: Any, limit: int | None) -> int:
+        done = read(item, limit)
+        if done and limit is not None:
+            reads.append((done, item.position))
+        return done
+
+    monkeypatch.setattr(hasher, "_read", counted)
+
+    blob = hasher.run(writer(tmp_path, f, DATA, chunk=64 * 1024, pause=0.001))
+
+    assert hasher.trusted(f, blob)
+    assert reads, "the file was followed"
+    assert all(done >= BATCH for done, position in reads if position < len(DATA)), reads
+
+
 def test_a_byte_corrupted_on_the_way_is_caught_by_reading_the_file_back(tmp_path: Path) -> None:
     f = expected()
     bad = bytearray(DATA)
@@ -148,7 +172,7 @@ def test_a_file_cut_back_and_rewritten_is_not_trusted(tmp_path: Path) -> None:
     bad[10] ^= 0xFF
     hasher = ArrivalHasher(tmp_path, [f])
 
-    blob = hasher.run(writer(tmp_path, f, bytes(bad), after=MIB))
+    blob = hasher.run(writer(tmp_path, f, bytes(bad), after=BATCH))
 
     assert not hasher.arrivals
     assert hasher.mismatches([(f, blob)]) == [f.path]
@@ -244,22 +268,22 @@ def test_a_byte_corrupted_on_the_wire_is_caught_and_fetched_again(local_hub: Loc
 def test_a_file_that_appears_while_another_is_followed_is_followed_too(tmp_path: Path) -> None:
     # The blob folder is listed less often while a file is followed (hashing.LOOK_SECONDS): a file
     # that appears meanwhile is still found and hashed as it arrives, not read back.
-    other_data = random.Random(2).randbytes(3 * MIB)
+    other_data = random.Random(2).randbytes(BATCH + 3 * MIB)
     first, second = expected(), expected(other_data)
     hasher = ArrivalHasher(tmp_path, [first, second])
 
     def download() -> None:
         paths = [tmp_path / f"{f.blob_name}.0badc0de.incomplete" for f in (first, second)]
         with open(paths[0], "wb") as one:
-            one.write(DATA[:MIB])
+            one.write(DATA[:BATCH])
             one.flush()
-            wait_for(lambda: reader_position(paths[0]) == MIB, "the follower to read the first file")
+            wait_for(lambda: reader_position(paths[0]) == BATCH, "the follower to read the first file")
             with open(paths[1], "wb") as two:
-                two.write(other_data[:MIB])
+                two.write(other_data[:BATCH])
                 two.flush()
-                wait_for(lambda: reader_position(paths[1]) == MIB, "the follower to find the second file")
-                two.write(other_data[MIB:])
-            one.write(DATA[MIB:])
+                wait_for(lambda: reader_position(paths[1]) == BATCH, "the follower to find the second file")
+                two.write(other_data[BATCH:])
+            one.write(DATA[BATCH:])
         for f, path in zip((first, second), paths, strict=True):
             os.replace(path, tmp_path / f.blob_name)
 
