@@ -128,7 +128,7 @@ def _rotate(items: tuple[str, ...], n: int) -> tuple[str, ...]:
     return items[k:] + items[:k]
 
 
-#: How much free memory a cold run primes before its workers go (:func:`bench.runner.MemoryPrimer`),
+#: How much free memory a cold run primes before its workers go (:class:`bench.runner.MemoryPrimer`),
 #: in multiples of the bytes it downloads: the page cache it fills and the client's buffers.
 PRIME_FACTOR = 2
 

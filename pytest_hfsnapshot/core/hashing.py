@@ -42,7 +42,7 @@ T = TypeVar("T")
 POLL_SECONDS = 0.004
 #: While a file is still arriving, its new bytes are read once at least this many are there (or
 #: the file is whole), and a look that finds fewer sleeps :data:`BATCH_SECONDS`. Reading each write
-#: as it landed (every 4 ms) cost 1.17-1.23 sha256 passes behind a 200 MiB/s writer; this, 1.07.
+#: as it landed (every 4 ms) cost 1.20-1.26 sha256 passes behind a 200 MiB/s writer; this, 1.03-1.08.
 BATCH = 4 * CHUNK
 BATCH_SECONDS = 0.02
 #: At most this much is read from one file before the others get their turn.
