@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from huggingface_hub import HfApi, hf_hub_download
 
@@ -251,7 +251,7 @@ class _Engine:
         self.pin = pins.load(settings.pins).commit_for(request) if settings.pins is not None else None
         #: Called before each write step under the repo lock: raises LockLostError once the lock
         #: (a lease) is no longer this process's.
-        self.still_held: Callable[[], None] = _always_held
+        self.still_held: HeldCheck = _always_held
 
     # --- entry --------------------------------------------------------------------------------
     def run(self) -> Snapshot:
@@ -796,8 +796,8 @@ class _Engine:
         def fetch(f: ExpectedFile) -> None:
             self.still_held()
             wait_for_client_lock(self.repo, f.blob_name, f.path, self.settings.lock_timeout)
-            self.still_held()
-            log.debug("hfsnapshot: fetching %s of %s", f.path, self.request.label)
+            # Said under the check: a loss another thread learns of is said after it (see ensure_held).
+            self.still_held(lambda: log.debug("hfsnapshot: fetching %s of %s", f.path, self.request.label))
             hf_hub_download(
                 self.request.repo_id,
                 f.path,
@@ -849,8 +849,16 @@ class _Engine:
         )
 
 
-def _always_held() -> None:
+class HeldCheck(Protocol):
+    """The check before each write step under the repo lock (:meth:`RepoLock.ensure_held`)."""
+
+    def __call__(self, then: Callable[[], None] | None = None) -> None: ...
+
+
+def _always_held(then: Callable[[], None] | None = None) -> None:
     """The lock check before the lock is taken, or where nothing can take it away."""
+    if then is not None:
+        then()
 
 
 def _blob_names(blobs: Path) -> set[str]:

@@ -34,6 +34,7 @@ import logging
 import os
 import socket
 import stat
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -166,6 +167,10 @@ class RepoLock(Generic[T]):
         self.early: T | None = None
         self.took_over_from: str | None = None
         self._lock: BaseFileLock | None = None
+        #: One lease check at a time, with the step it lets start (see ensure_held).
+        self._checking = threading.Lock()
+        #: Once learned: the loss's message and who took the lease.
+        self._lost: tuple[str, dict[str, object]] | None = None
         folder = repo.lock_path.parent
         repo.make_folders(folder)
         self.mode = lock_mode(folder)
@@ -252,6 +257,7 @@ class RepoLock(Generic[T]):
                 elif polling:
                     time.sleep(max(0.0, min(self.poll_every, deadline - now)))
         self._lock = lock
+        self._lost = None
         self.wait = time.monotonic() - start
         write_holder(self.repo, self.mode)
         if lease:
@@ -277,12 +283,34 @@ class RepoLock(Generic[T]):
                 wake(self.watch)
 
     # --- the lease ------------------------------------------------------------------------------
-    def ensure_held(self) -> None:
+    def ensure_held(self, then: Callable[[], None] | None = None) -> None:
         """Raise :class:`LockLostError` when this process's lease has been taken over; call it before
-        each write step. The kernel lock cannot be lost while its holder runs: nothing to check."""
+        each write step. The kernel lock cannot be lost while its holder runs: nothing to check.
+
+        ``then``, where given, is called once the check passed, before any other thread checks: so a
+        step it starts (and says it starts) comes before any loss another thread learns of, even in
+        a process paused between the two. Once learned, a loss stays: every later check raises.
+        """
         lock = self._lock
-        if not isinstance(lock, SoftFileLease) or self._lease_is_mine(lock):
+        if not isinstance(lock, SoftFileLease):
+            if then is not None:
+                then()
             return
+        with self._checking:
+            if self._lost is None and not self._lease_is_mine(lock):
+                self._lost = self._loss()
+            if self._lost is not None:
+                raise LockLostError(
+                    self._lost[0],
+                    lock_file=str(self.repo.soft_lock_path),
+                    taken_by=self._lost[1],
+                    repo_id=self.repo.repo_id,
+                )
+            if then is not None:
+                then()
+
+    def _loss(self) -> tuple[str, dict[str, object]]:
+        """The message of a loss just learned, and who took the lease (logged once)."""
         marker = _read_marker(self.repo.soft_lock_path)
         # Once the new holder has released the lease its marker is gone; its holder record stays.
         record = marker or read_holder(self.repo)
@@ -294,17 +322,15 @@ class RepoLock(Generic[T]):
             taken_by = {}
             who = "its marker is gone (removed by hand, or by another host)"
         log.warning("hfsnapshot: lost the lock on %s: %s; writing nothing more", self.repo.repo_id, who)
-        raise LockLostError(
+        message = (
             f"Lost the hfsnapshot lock on {self.repo.repo_type} {self.repo.repo_id!r} "
             f"({self.repo.soft_lock_path}): {who} after this process had not renewed its "
             f"{self.lease:g}s lease in time (it was paused, suspended or cut off from the cache's storage). "
             "This process stopped before writing anything more. Run again to use the snapshot the new "
             "holder makes; if pauses this long are expected, raise --hf-lock-lease (ini hf_lock_lease, env "
-            "HFSNAPSHOT_LOCK_LEASE) to the same value on every host.",
-            lock_file=str(self.repo.soft_lock_path),
-            taken_by=taken_by,
-            repo_id=self.repo.repo_id,
+            "HFSNAPSHOT_LOCK_LEASE) to the same value on every host."
         )
+        return message, taken_by
 
     def _lease_is_mine(self, lock: SoftFileLease) -> bool:
         if lock.compromise is not None:

@@ -186,9 +186,10 @@ class Paused:
     def fetched_nothing_after_it_knew(self) -> set[str]:
         """The paused holder's log: it learned of the loss, and started no transfer after that.
         Returns the files whose transfer it had started."""
-        # In the order the lines were made: threads write their log records to stderr in another
-        # order (a thread resumed between its lease check and its "fetching" line can write that
-        # line after another thread's "lost", although it was made before).
+        # In the order the lines were made, which is the order of the checks: a thread makes its
+        # "fetching" line under its lease check, so no other thread's check (and "lost") comes in
+        # between, even where the process was paused there. Threads write their records to stderr
+        # in another order.
         log = sorted((line for line in stderr_of(self.holder) if _stamp(line) is not None), key=_stamp)
         learned = [i for i, line in enumerate(log) if "lost the lock on" in line]
         assert learned, log

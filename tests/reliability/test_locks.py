@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hfsnapshot import LockTimeoutError, materialize
+from pytest_hfsnapshot import LockLostError, LockTimeoutError, materialize
 from pytest_hfsnapshot.core import watch
 from pytest_hfsnapshot.core.layout import RepoCache, atomic_write_json
 from pytest_hfsnapshot.core.locking import MODE_ENV, RepoLock
@@ -201,3 +201,75 @@ def test_without_inotify_a_waiter_polls(local_hub: LocalHub, children: Any, monk
 
     assert not waiter.thread.is_alive(), "the polling waiter did not find the record"
     assert waiter.lock is not None and waiter.lock.early == "recorded"
+
+
+def _held_lease(local_hub: LocalHub, monkeypatch: Any) -> tuple[RepoCache, RepoLock[None]]:
+    """A lease on REPO taken in this process (entered: leave it with ``__exit__``)."""
+    monkeypatch.setenv(MODE_ENV, "lease")
+    repo = RepoCache(local_hub.cache_dir, REPO, "model")
+    lock: RepoLock[None] = RepoLock(repo, timeout=30, lease=30)
+    lock.__enter__()
+    return repo, lock
+
+
+def test_a_lost_lease_stays_lost_and_is_logged_once(
+    local_hub: LocalHub, monkeypatch: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Once one thread has learned of the loss, no check passes again: not even when a marker with
+    # this process's token is back (newer filelock puts back a marker it swapped aside).
+    repo, lock = _held_lease(local_hub, monkeypatch)
+    try:
+        marker = repo.soft_lock_path.read_bytes()
+        repo.soft_lock_path.unlink()
+        with pytest.raises(LockLostError):
+            lock.ensure_held()
+        repo.soft_lock_path.write_bytes(marker)
+
+        for _ in range(3):
+            with pytest.raises(LockLostError) as caught:
+                lock.ensure_held()
+        assert "its marker is gone" in str(caught.value), caught.value
+        said = [r for r in caplog.records if "lost the lock on" in r.getMessage()]
+        assert len(said) == 1, [r.getMessage() for r in said]
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def test_a_step_let_start_by_a_check_comes_before_a_loss_another_thread_learns(
+    local_hub: LocalHub, monkeypatch: Any
+) -> None:
+    # A transfer thread checks the lease, then says which file it starts: a paused process resumed
+    # after a takeover must not say so after another of its threads has said that the lock is lost.
+    repo, lock = _held_lease(local_hub, monkeypatch)
+    entered, go_on = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def starting() -> None:
+        entered.set()
+        assert go_on.wait(30)
+        order.append("started")
+
+    def other() -> None:
+        try:
+            lock.ensure_held()
+        except LockLostError:
+            order.append("lost")
+
+    try:
+        first = threading.Thread(target=lock.ensure_held, kwargs={"then": starting})
+        first.start()
+        assert entered.wait(30), "the check never let the step start"
+        repo.soft_lock_path.unlink()  # lost while the first thread is between its check and its step
+        second = threading.Thread(target=other)
+        second.start()
+        second.join(0.5)
+        blocked = second.is_alive()
+        go_on.set()
+        first.join(30)
+        second.join(30)
+    finally:
+        go_on.set()
+        lock.__exit__(None, None, None)
+
+    assert blocked, "another thread learned of the loss while a step the check let start was starting"
+    assert order == ["started", "lost"], order
