@@ -169,6 +169,20 @@ def _hwm_kib() -> int:
     return -1
 
 
+def _machine_busy() -> float | None:
+    """CPU seconds every core of the machine has spent busy since boot (``/proc/stat``: user,
+    nice, system, irq, softirq); None where it cannot be read."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = handle.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def _describe(value: Any) -> dict[str, Any]:
     path = os.fspath(value) if isinstance(value, os.PathLike) else value
     out: dict[str, Any] = {"path": path if isinstance(path, str) else None}
@@ -203,6 +217,7 @@ def run(task: dict[str, Any], tools: dict[str, Callable[..., Any]]) -> dict[str,
         for step in steps:
             tools[step["tool"]](**step["args"])
     start = time.monotonic()
+    busy = _machine_busy()
     for _ in range(task.get("rounds", 1)):
         for step in steps:
             began = time.perf_counter()
@@ -210,11 +225,15 @@ def run(task: dict[str, Any], tools: dict[str, Callable[..., Any]]) -> dict[str,
             durations[step["name"]].append(time.perf_counter() - began)
             results[step["name"]] = _describe(value)
     end = time.monotonic()
+    after = _machine_busy()
+    # What every process on the machine used meanwhile (the Hub's and the others' too): how much of
+    # the cores the timed steps left idle.
+    machine = {"machine_busy_s": after - busy, "machine_cpus": os.cpu_count()} if busy and after else {}
     if task.get("inspect"):
         for described in results.values():
             if described.get("path"):
                 described["sizes"] = _inspect(described["path"])
-    return {"start": start, "end": end, "durations": durations, "results": results}
+    return {"start": start, "end": end, "durations": durations, "results": results, **machine}
 
 
 def main() -> int:
