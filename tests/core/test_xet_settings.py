@@ -104,19 +104,26 @@ def test_the_engines_xet_transfers_run_with_the_bounded_buffer(
             from huggingface_hub import snapshot_download as fetch
         else:
             from pytest_hfsnapshot import materialize as fetch
+        def status(key):
+            return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key))
+        before = status("VmRSS:")
         fetch("org/big")
-        print(next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")))
+        print(status("VmHWM:") - before)
         """
     ).replace("SMALL", repr({SIZE: "16mb", PERFILE: "16mb"}))
 
-    def peak_mib(how: str, cache: str) -> float:
+    def growth_mib(how: str, cache: str) -> float:
+        """How far the child's peak RSS rose over its RSS before the fetch."""
         env = {**os.environ, "HF_HUB_CACHE": str(local_hub.cache_dir / cache)}
         done = subprocess.run([sys.executable, "-c", child, how], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
         return int(done.stdout.split()[-1]) / 1024
 
-    plain, engine = peak_mib("plain", "plain"), peak_mib("engine", "engine")
+    plain, engine = growth_mib("plain", "plain"), growth_mib("engine", "engine")
 
-    # hf_xet's own buffer holds the whole file; 32 MB holds one xorb range (up to 64 MiB) at a time.
-    assert plain > size / MIB, (plain, engine)
-    assert engine < plain - 64, (plain, engine)
+    # The engine's transfers: the 16 MB buffer and one xorb range (up to 64 MiB) at a time; measured,
+    # 79-81 MiB. hf_xet's own buffer is sized from the machine's memory and fills as far as the
+    # download outruns the disk: 208 MiB on a quiet machine, 146 MiB under the suite's load, so
+    # only its order against the engine's is asserted.
+    assert engine <= 16 + 64 + 24, (plain, engine)
+    assert engine < plain, (plain, engine)
