@@ -244,12 +244,14 @@ def test_a_cold_download_is_verified_without_reading_it_back(local_hub: LocalHub
     # Hashed while it arrived, not read back. How far the follower is behind at the last byte
     # depends on the writer and the machine. Plain HTTP writes chunks of DOWNLOAD_CHUNK_SIZE
     # (10 MiB), and a follower starved of CPU (four xdist workers on two cores) was seen one 16 MiB
-    # turn behind at 64 MiB/s: most of the file is hashed on arrival. hf_xet writes each fetched
-    # range whole, and fetches up to three at once: behind one capped link they finish together,
-    # and 12 MiB of this file were once left to hash after the download returned (1 run in 42,
-    # xet-noshare, four xdist workers), so only a part of it is sure to be hashed on arrival.
-    most = len(BIG) // 2 if transport == "http" else len(BIG)
-    assert snap.rehashed < most, snap.rehashed
+    # turn behind at 64 MiB/s: most of the file is hashed on arrival.
+    # hf_xet writes each fetched range whole, and fetches up to three at once: behind one capped
+    # link they finish together, so a starved follower can find the whole file only after the
+    # download returned (24 of 24 MiB, xet-noshare, four xdist workers in CI; 12 MiB once before).
+    # So nothing of it is sure to be hashed on arrival here: over Xet that share is measured where
+    # the machine is quiet, by bench workload 12 (nothing hashed after any of its Xet transfers).
+    if transport == "http":
+        assert snap.rehashed < len(BIG) // 2, snap.rehashed
 
 
 @pytest.mark.transports("xet", "xet-noshare", "http")
