@@ -303,7 +303,7 @@ class RepoLock(Generic[T]):
                 raise LockLostError(
                     self._lost[0],
                     lock_file=str(self.repo.soft_lock_path),
-                    taken_by=self._lost[1],
+                    taken_by=dict(self._lost[1]),
                     repo_id=self.repo.repo_id,
                 )
             if then is not None:
