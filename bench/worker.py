@@ -228,7 +228,9 @@ def run(task: dict[str, Any], tools: dict[str, Callable[..., Any]]) -> dict[str,
     after = _machine_busy()
     # What every process on the machine used meanwhile (the Hub's and the others' too): how much of
     # the cores the timed steps left idle.
-    machine = {"machine_busy_s": after - busy, "machine_cpus": os.cpu_count()} if busy and after else {}
+    machine: dict[str, Any] = {}
+    if busy is not None and after is not None:
+        machine = {"machine_busy_s": after - busy, "machine_cpus": os.cpu_count()}
     if task.get("inspect"):
         for described in results.values():
             if described.get("path"):
