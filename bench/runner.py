@@ -218,15 +218,17 @@ class Bench:
         *,
         prefixes: Sequence[Sequence[str]] | None = None,
         prime: int = 0,
+        env: dict[str, str] | None = None,
     ) -> list[WorkerResult]:
-        """Start one worker per task (``prefixes``: a command prefix per task), let them import,
-        release them together, collect results. ``prime``: bytes of free memory to make resident
-        (:class:`MemoryPrimer`) once the workers are ready, just before they are released."""
+        """Start one worker per task (``prefixes``: a command prefix per task; ``env``: added to
+        each one's environment), let them import, release them together, collect results.
+        ``prime``: bytes of free memory to make resident (:class:`MemoryPrimer`) once the workers
+        are ready, just before they are released."""
         primer = MemoryPrimer() if prime else None
         workers: list[Worker] = []
         try:
             for n, spec in enumerate(tasks):
-                workers.append(self.start(cache, spec, transport, prefix=prefixes[n] if prefixes else ()))
+                workers.append(self.start(cache, spec, transport, prefix=prefixes[n] if prefixes else (), env=env))
             for worker in workers:
                 worker.ready()
             if primer is not None:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_hfsnapshot.core import pins
+from pytest_hfsnapshot.core import pins, xet
 
 from .limits import outage_warm, rate_window
 from .runner import TOOLS, Bench, Row, Target, WorkerResult, log, median, step, task, wall
@@ -1127,6 +1127,113 @@ def cold_cost(bench: Bench) -> None:
     bench.figures["12_cold_cost"] = figures
 
 
+# --- 16. hf_xet's download buffer: memory against the wall behind a CI runner's link ---------------
+#: The one-file buffers workload 16 sets side by side (MB, as hf_xet reads "384mb"): hf_xet's own
+#: base part is this less the per-file part, which stays at the plugin's.
+XET_BUFFERS_MB = (256, 384, 512)
+#: ABBA rounds of workload 16 per profile.
+XET_BUFFER_ROUNDS = {"smoke": 1, "quick": 3, "full": 5}
+
+
+def _buffer_env(one_file_mb: int) -> dict[str, str]:
+    """The environment that gives hf_xet a ``one_file_mb`` buffer for one file: a user's own values,
+    which the plugin keeps (:mod:`pytest_hfsnapshot.core.xet`)."""
+    per_file = int(xet.TRANSFER_SETTINGS["HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_PERFILE_SIZE"].removesuffix("mb"))
+    return {
+        "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_SIZE": f"{one_file_mb - per_file}mb",
+        "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_PERFILE_SIZE": f"{per_file}mb",
+        "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_LIMIT": xet.TRANSFER_SETTINGS[
+            "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_LIMIT"
+        ],
+    }
+
+
+def xet_buffer(bench: Bench) -> None:
+    """Workload 16: the plugin's Xet download of one large file with each buffer of
+    :data:`XET_BUFFERS_MB`, and A (``snapshot_download``, hf_xet's own buffer), side by side.
+
+    Two modes: behind the CI link cap with free memory primed (the wall: a buffer that holds too
+    few xorb ranges leaves the link idle between them), and on raw loopback unprimed, as workload 6
+    (the memory: there the download outruns the disk and the buffer fills). Each run in its own
+    process, the sides in ABBA order, dirty pages flushed before each.
+    """
+    p = bench.profile
+    rounds = XET_BUFFER_ROUNDS.get(p.name, 3)
+    repo_id = "bench/xet-buffer"
+    info = bench.hub.add_repo(repo_id, {**_metadata(), "model.safetensors": p.huge_mib * MIB})
+    commit = info["commit"]
+    plugin_mb = sum(
+        int(xet.TRANSFER_SETTINGS[name].removesuffix("mb"))
+        for name in ("HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_SIZE", "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_PERFILE_SIZE")
+    )
+    sides = ["hf", *(f"{mb}" for mb in XET_BUFFERS_MB)]
+    figures: dict[str, Any] = {
+        "file_mib": p.huge_mib,
+        "link_mib_s": LINK_MIB_S,
+        "rounds": rounds,
+        "plugin_mb": plugin_mb,
+    }
+    for mode, rate, prime in (("capped", LINK_MIB_S * MIB, PRIME_FACTOR * p.huge_mib * MIB), ("uncapped", None, 0)):
+        bench.hub.set_link_rate(rate)
+        walls: dict[str, list[float]] = {side: [] for side in sides}
+        rss: dict[str, list[float]] = {side: [] for side in sides}
+        for n in range(rounds):
+            for side in sides if n % 2 == 0 else sides[::-1]:
+                tool = "hf" if side == "hf" else "plugin"
+                cache = bench.new_cache("xet-buffer")
+                os.sync()
+                spec = task(step(tool, **_args(tool, repo_id, commit)))
+                env = None if side == "hf" else _buffer_env(int(side))
+                res = bench.run(cache, [spec], "xet", prime=prime, env=env)[0]
+                walls[side].append(res.durations(tool)[0])
+                rss[side].append(res.maxrss_kib / 1024)
+                bench.drop(cache)
+        figures[mode] = {"wall_s": walls, "ru_maxrss_mib": rss}
+        what = f"link capped at {LINK_MIB_S} MiB/s, memory primed" if rate else "raw loopback, unprimed (as 6)"
+        for mb in XET_BUFFERS_MB:
+            side = f"{mb}"
+            ratios = [a / b for a, b in zip(walls[side], walls["hf"], strict=True)]
+            chosen = " (the plugin's)" if mb == plugin_mb else ""
+            note = (
+                f"peak RSS {median(rss[side]):.0f} MiB (A {median(rss['hf']):.0f} MiB); "
+                f"wall {median(walls[side]):.2f}s (A {median(walls['hf']):.2f}s); rounds {_spread(ratios)}"
+            )
+            label = f"16 Xet buffer {mb} MB{chosen}, one {p.huge_mib} MiB file, {what}"
+            if rate:
+                target = (
+                    Target("<=", 1.02, "<= 1.02") if mb == plugin_mb else Target("info", 1.02, "<= 1.02 (not chosen)")
+                )
+                bench.rows.append(
+                    Row(
+                        f"16.capped.{mb}",
+                        label,
+                        "wall / A's wall, median of rounds",
+                        median(ratios),
+                        1.0,
+                        None,
+                        target,
+                        fmt="{:.3f}",
+                        note=note,
+                    )
+                )
+            else:
+                bench.rows.append(
+                    Row(
+                        f"16.rss.{mb}",
+                        label,
+                        "peak RSS of the worker, MiB",
+                        median(rss[side]),
+                        median(rss["hf"]),
+                        None,
+                        Target("info", 0, "below A"),
+                        fmt="{:.0f}",
+                        note=note,
+                    )
+                )
+    bench.hub.set_link_rate(None)
+    bench.figures["16_xet_buffer"] = figures
+
+
 # --- 15. a fleet: 8 processes as 2 hosts over one read-only layer, and a lease takeover ---------------
 #: The hosts of workload 15 (``unshare -u``), and the lease of its takeover.
 FLEET_HOSTS = ("bench-fleet-a", "bench-fleet-b")
@@ -1293,6 +1400,7 @@ WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "13": rate_window,
     "14": outage_warm,
     "15": fleet,
+    "16": xet_buffer,
 }
 
 

@@ -16,13 +16,17 @@ When the engine's download is the process's first Xet transfer, hf_xet's session
 for the process's later Xet transfers too; when other code made the first one, the session keeps
 what the environment said then.
 
-What the buffer costs (measured through the local Hub, one file): hf_xet takes buffer for each
-term (a run of one xorb's chunks, up to 64 MiB) before fetching it, so the buffer also bounds how
-many xorb ranges it fetches at once. 256 MB for one file keeps three in flight: a 1 GiB file peaks
-at 300 MiB RSS, and behind a link that caps each stream (32 MiB/s, 16 MiB/s) a 512 MiB or 384 MiB
-file takes 25-33% longer than with hf_xet's own buffer; 128 MB (one range at a time) peaks at
-170 MiB but takes 2.4-2.9 times as long there. Over an uncapped loopback no difference showed
-above the noise of a loaded 2-core machine.
+What the buffer costs (measured through the local Hub, one 1 GiB file, bench workload 16): hf_xet
+takes buffer for each term (a run of one xorb's chunks, up to 64 MiB) before fetching it, so the
+buffer also bounds how many xorb ranges it fetches at once. The ranges in flight share the link and
+end together, and the link idles while they are written and the next ones start; too few in flight
+and the download slows. Behind a 200 MiB/s link (a CI runner's), against ``snapshot_download`` with
+hf_xet's own buffer, medians of interleaved runs: 256 MB for one file took 1.12-1.17 times as long
+(A with that buffer alone, 1.17), 384 MB 1.03, 512 MB 1.00-1.01. On raw loopback, where the download
+outruns the disk and the buffer fills, the worker peaked at 300, 375 and 506 MiB RSS against A's
+876 MiB. The engine uses 512 MB for one file (384 MB plus the per-file 128 MB): the CI link's wall
+of A, and 42% less memory than hf_xet's own. Behind a link that caps each stream (32 MiB/s,
+16 MiB/s), 256 MB took 25-33% longer than hf_xet's own buffer and 128 MB 2.4-2.9 times as long.
 """
 
 from __future__ import annotations
@@ -37,9 +41,9 @@ __all__ = ["TRANSFER_SETTINGS", "USER_BUFFER_CHOICES", "transfer_settings"]
 
 TRANSFER_SETTINGS: Mapping[str, str] = MappingProxyType(
     {
-        # The buffer of one file's download; each further file at once adds the per-file part,
-        # up to the limit (eight files at once, hf_xet's default, stay within 1 GB).
-        "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_SIZE": "128mb",
+        # The buffer of one file's download is this plus the per-file part (512 MB); each further
+        # file at once adds the per-file part, up to the limit (1 GB: five files at once).
+        "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_SIZE": "384mb",
         "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_PERFILE_SIZE": "128mb",
         "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_LIMIT": "1gb",
     }
