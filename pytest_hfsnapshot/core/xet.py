@@ -21,12 +21,14 @@ takes buffer for each term (a run of one xorb's chunks, up to 64 MiB) before fet
 buffer also bounds how many xorb ranges it fetches at once. The ranges in flight share the link and
 end together, and the link idles while they are written and the next ones start; too few in flight
 and the download slows. Behind a 200 MiB/s link (a CI runner's), against ``snapshot_download`` with
-hf_xet's own buffer, medians of interleaved runs: 256 MB for one file took 1.12-1.17 times as long
-(A with that buffer alone, 1.17), 384 MB 1.03, 512 MB 1.00-1.01. On raw loopback, where the download
-outruns the disk and the buffer fills, the worker peaked at 300, 375 and 506 MiB RSS against A's
-876 MiB. The engine uses 512 MB for one file (384 MB plus the per-file 128 MB): the CI link's wall
-of A, and 42% less memory than hf_xet's own. Behind a link that caps each stream (32 MiB/s,
-16 MiB/s), 256 MB took 25-33% longer than hf_xet's own buffer and 128 MB 2.4-2.9 times as long.
+hf_xet's own buffer, medians of interleaved runs in two runs of 5 pairs: 256 MB for one file took
+1.08-1.17 times as long (A with that buffer alone, 1.17), 384 MB 1.02-1.03, 512 MB 1.00-1.04 (each
+run's pairs spread over 0.87-1.21). On raw loopback, where the download outruns the disk and the
+buffer fills, the worker peaked at 299-300, 375-377 and 487-506 MiB RSS against A's 441-876 MiB.
+The engine uses 384 MB for one file (256 MB plus the per-file 128 MB): 512 MB was no faster within
+the runs' spread and held 110-130 MiB more, once more than A. Behind a link that caps each stream
+(32 MiB/s, 16 MiB/s), 256 MB took 25-33% longer than hf_xet's own buffer and 128 MB 2.4-2.9 times
+as long.
 """
 
 from __future__ import annotations
@@ -41,9 +43,9 @@ __all__ = ["TRANSFER_SETTINGS", "USER_BUFFER_CHOICES", "transfer_settings"]
 
 TRANSFER_SETTINGS: Mapping[str, str] = MappingProxyType(
     {
-        # The buffer of one file's download is this plus the per-file part (512 MB); each further
-        # file at once adds the per-file part, up to the limit (1 GB: five files at once).
-        "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_SIZE": "384mb",
+        # The buffer of one file's download is this plus the per-file part (384 MB); each further
+        # file at once adds the per-file part, up to the limit (1 GB: six files at once).
+        "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_SIZE": "256mb",
         "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_PERFILE_SIZE": "128mb",
         "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_LIMIT": "1gb",
     }
