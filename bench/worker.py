@@ -14,6 +14,8 @@ Tools (the same work done three ways, plus references):
 - ``sha256``: a plain single-stream ``hashlib.sha256`` read loop over a snapshot's blobs;
 - ``sha256_procs``: that loop in N processes at once (what the cores can give right now);
 - ``hf_verify``: ``HfApi.verify_repo_checksums`` (the client's own deep check);
+- ``hf_beside``: A with a bare sha256 pass over another file beside it, in a thread or a process
+  (:func:`hash_beside`: what any hashing costs the client on these cores);
 - ``noop``: nothing (the RSS of an idle worker with everything imported).
 """
 
@@ -23,10 +25,13 @@ import fnmatch
 import hashlib
 import json
 import os
+import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 #: How many attempts and the base delay of the hand-rolled baseline.
@@ -113,6 +118,49 @@ def plain_sha256_processes(snapshot: str, processes: int) -> int:
         return sum(pool.map(_hash_files, shares))
 
 
+@dataclass(frozen=True)
+class Beside:
+    """What :func:`hash_beside` did: the snapshot, and the CPU seconds of the pass beside it."""
+
+    path: str
+    beside_cpu: float
+
+
+def hash_beside(other: str, place: str, bytes_per_second: float | None = None, **kwargs: Any) -> Beside:
+    """``snapshot_download(**kwargs)`` while a bare sha256 pass over ``other`` (a file in the page
+    cache) runs beside it, at most ``bytes_per_second``, in a ``thread`` of this process or in a
+    ``process`` of its own (no GIL shared): the plugin's hashing on arrival without the plugin."""
+    from huggingface_hub import snapshot_download
+
+    from .paced_hash import paced_sha256
+
+    if place == "thread":
+        spent: list[float] = []
+        thread = threading.Thread(target=lambda: spent.append(paced_sha256(other, bytes_per_second)))
+        thread.start()
+        try:
+            path = snapshot_download(**kwargs)
+        finally:
+            thread.join()
+        return Beside(str(path), spent[0])
+    if place != "process":
+        raise ValueError(f"place must be 'thread' or 'process', got {place!r}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.paced_hash", other, str(bytes_per_second or 0)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        proc.stdin.write("go\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        path = snapshot_download(**kwargs)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    return Beside(str(path), float(out))
+
+
 def _tools() -> dict[str, Callable[..., Any]]:
     from huggingface_hub import HfApi, snapshot_download
 
@@ -126,6 +174,7 @@ def _tools() -> dict[str, Callable[..., Any]]:
         "sha256": plain_sha256,
         "sha256_procs": plain_sha256_processes,
         "hf_verify": lambda **kw: HfApi().verify_repo_checksums(**kw),
+        "hf_beside": hash_beside,
         "noop": lambda **kw: None,
     }
 
@@ -186,7 +235,7 @@ def _machine_busy() -> float | None:
 def _describe(value: Any) -> dict[str, Any]:
     path = os.fspath(value) if isinstance(value, os.PathLike) else value
     out: dict[str, Any] = {"path": path if isinstance(path, str) else None}
-    for name in ("source", "seconds", "lock_wait", "rehashed"):
+    for name in ("source", "seconds", "lock_wait", "rehashed", "beside_cpu"):
         if hasattr(value, name):
             out[name] = getattr(value, name)
     return out

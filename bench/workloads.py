@@ -970,14 +970,18 @@ def _spread(values: list[float]) -> str:
     return f"{median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}, {len(values)} pairs)"
 
 
-def _cold_cost_run(bench: Bench, tool: str, repo_id: str, commit: str, transport: str, nbytes: int) -> dict[str, float]:
-    """One cold fetch of ``nbytes`` in its own process, then one bare hashlib pass over the file it
-    left, in another."""
+def _cold_cost_run(
+    bench: Bench, tool: str, repo_id: str, commit: str, transport: str, nbytes: int, **extra: Any
+) -> dict[str, float]:
+    """One cold fetch of ``nbytes`` in its own process (``extra``: more arguments of the tool), then
+    one bare hashlib pass over the file it left, in another."""
     cache = bench.new_cache("cold-cost")
     os.sync()  # the last run's dirty pages must not be written back during this one
-    spec = task(step(tool, **_args(tool, repo_id, commit)))
+    spec = task(step(tool, **_args(tool, repo_id, commit, **extra)))
     res = bench.run(cache, [spec], transport, prime=PRIME_FACTOR * nbytes)[0]
     out = {"wall": res.durations(tool)[0], "cpu": float(res.data["cpu_s"]), "rss": res.maxrss_kib / 1024}
+    if res.result(tool).get("beside_cpu") is not None:
+        out["beside_cpu"] = float(res.result(tool)["beside_cpu"])
     if res.data.get("machine_busy_s") is not None:
         out["machine_busy"] = float(res.data["machine_busy_s"])
         out["cpus"] = float(res.data["machine_cpus"])
@@ -1125,6 +1129,86 @@ def cold_cost(bench: Bench) -> None:
                 )
     bench.hub.set_link_rate(None)
     bench.figures["12_cold_cost"] = figures
+
+
+# --- 17. what a hash pass beside the client costs it, in the plugin and without it ----------------
+#: The sides of workload 17: the tool, and its extra arguments (``other``/pace filled in per run).
+BESIDE_SIDES: dict[str, tuple[str, dict[str, Any]]] = {
+    "hf": ("hf", {}),
+    "plugin": ("plugin", {}),
+    "thread": ("hf_beside", {"place": "thread"}),
+    "process": ("hf_beside", {"place": "process"}),
+}
+
+
+def hash_beside(bench: Bench) -> None:
+    """Workload 17: over HTTP, A, the plugin, and A with a bare sha256 pass over another file of the
+    same size beside it, in a thread (sharing the GIL) and in a process of its own, side by side.
+
+    Each run as in workload 12 (its own process, dirty pages flushed, memory primed, a bare pass
+    over the file it left afterwards), the four sides rotated ABBA. The bare pass beside A is paced
+    as the link is (read 4 MiB, sleep until the next are due), unpaced on raw loopback. Per pair
+    with A: the CPU added, and the part of it outside the hashing itself (the plugin's hashing
+    thread, the bare pass's thread or process), which is what the hashing costs the client.
+    """
+    p = bench.profile
+    rounds = COLD_COST_PAIRS.get(p.name, 9)
+    repo_id = "bench/hash-beside"
+    nbytes = p.huge_mib * MIB
+    info = bench.hub.add_repo(repo_id, {**_metadata(), "model.safetensors": nbytes})
+    commit = info["commit"]
+    other = bench.workdir / "hash-beside-other.bin"
+    with open(other, "wb") as handle:
+        for _ in range(p.huge_mib):
+            handle.write(os.urandom(MIB))
+    figures: dict[str, Any] = {"file_mib": p.huge_mib, "link_mib_s": LINK_MIB_S, "rounds": rounds}
+    sides = list(BESIDE_SIDES)
+    for mode, rate in (("capped", LINK_MIB_S * MIB), ("uncapped", None)):
+        bench.hub.set_link_rate(rate)
+        runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+        for n in range(rounds):
+            for side in sides if n % 2 == 0 else sides[::-1]:
+                tool, extra = BESIDE_SIDES[side]
+                if tool == "hf_beside":
+                    extra = {**extra, "other": str(other), "bytes_per_second": rate}
+                    other.read_bytes()  # in the page cache, as the plugin's reads of a download are
+                runs[side].append(_cold_cost_run(bench, tool, repo_id, commit, "http", nbytes, **extra))
+        hash_cpu = median([r["hash_cpu"] for v in runs.values() for r in v])
+        figures[mode] = {"runs": runs, "sha256_pass_cpu": hash_cpu}
+        what = f"link capped at {LINK_MIB_S} MiB/s" if rate else "raw loopback"
+        label = f"17 hashing beside the client, one {p.huge_mib} MiB file, http, {what}"
+        a_passes = [r["cpu"] / hash_cpu for r in runs["hf"]]
+        for side in sides[1:]:
+            hashing = "follower_cpu" if side == "plugin" else "beside_cpu"
+            added = [
+                (x["cpu"] + (x.get("beside_cpu", 0.0) if side == "process" else 0.0) - y["cpu"]) / hash_cpu
+                for x, y in zip(runs[side], runs["hf"], strict=True)
+            ]
+            own = [x.get(hashing, 0.0) / hash_cpu for x in runs[side]]
+            rest = [
+                (x["cpu"] - (x.get(hashing, 0.0) if side != "process" else 0.0) - y["cpu"]) / hash_cpu
+                for x, y in zip(runs[side], runs["hf"], strict=True)
+            ]
+            bench.rows.append(
+                Row(
+                    f"17.{mode}.{side}",
+                    label,
+                    f"{side}: CPU added over A, in sha256 passes, median of pairs",
+                    median(added),
+                    None,
+                    None,
+                    Target("info", 1.15, "info (12's target <= 1.15)"),
+                    fmt="{:.2f}",
+                    note=(
+                        f"pairs {_spread(added)}; the hashing itself {median(own):.2f} passes "
+                        f"({min(own):.2f}..{max(own):.2f}); the client's CPU over A's {_spread(rest)}; "
+                        f"A's own CPU {min(a_passes):.2f}..{max(a_passes):.2f} passes; one pass {hash_cpu:.2f} CPU s"
+                    ),
+                )
+            )
+    bench.hub.set_link_rate(None)
+    other.unlink(missing_ok=True)
+    bench.figures["17_hash_beside"] = figures
 
 
 # --- 16. hf_xet's download buffer: memory against the wall behind a CI runner's link ---------------
@@ -1401,6 +1485,7 @@ WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "14": outage_warm,
     "15": fleet,
     "16": xet_buffer,
+    "17": hash_beside,
 }
 
 

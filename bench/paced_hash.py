@@ -1,0 +1,52 @@
+"""A bare ``hashlib.sha256`` pass over one file, optionally paced: the reference hashing of workload 17.
+
+:func:`paced_sha256` reads in 1 MiB ``readinto`` calls and, paced, reads 4 MiB and sleeps until
+the next 4 MiB are due (as the plugin's hashing thread reads a download behind its writer).
+``python -m bench.paced_hash FILE BYTES_PER_SECOND`` runs it in a process of its own once a line
+arrives on stdin, and prints its CPU seconds (0: unpaced).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+
+CHUNK = 1 << 20
+#: Bytes read between two looks at the pace.
+BATCH = 4 * CHUNK
+
+
+def paced_sha256(path: str, bytes_per_second: float | None = None) -> float:
+    """Hash ``path`` (at most ``bytes_per_second``); returns the calling thread's CPU seconds."""
+    began_cpu = time.thread_time()
+    began = time.monotonic()
+    digest = hashlib.sha256()
+    buffer = bytearray(CHUNK)
+    view = memoryview(buffer)
+    done = 0
+    with open(path, "rb", buffering=0) as handle:
+        while True:
+            if bytes_per_second and done % BATCH == 0:
+                wait = began + done / bytes_per_second - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+            n = handle.readinto(buffer)
+            if not n:
+                break
+            digest.update(view[:n])
+            done += n
+    return time.thread_time() - began_cpu
+
+
+def main() -> int:
+    path, rate = sys.argv[1], float(sys.argv[2])
+    sys.stdin.readline()
+    began = time.process_time()
+    paced_sha256(path, rate or None)
+    print(f"{time.process_time() - began:.6f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
