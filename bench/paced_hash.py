@@ -3,7 +3,7 @@
 :func:`paced_sha256` reads in 1 MiB ``readinto`` calls and, paced, reads 4 MiB and sleeps until
 the next 4 MiB are due (as the plugin's hashing thread reads a download behind its writer).
 ``python -m bench.paced_hash FILE BYTES_PER_SECOND`` runs it in a process of its own once a line
-arrives on stdin, and prints its CPU seconds (0: unpaced).
+arrives on stdin (a rate of 0: unpaced), and prints its CPU seconds.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from typing import Any
 from pytest_hfsnapshot.core import pins, xet
 
 from .limits import outage_warm, rate_window
+from .paced_hash import paced_sha256
 from .runner import TOOLS, Bench, Row, Target, WorkerResult, log, median, step, task, wall
 
 MIB = 1 << 20
@@ -1171,7 +1172,7 @@ def hash_beside(bench: Bench) -> None:
                 tool, extra = BESIDE_SIDES[side]
                 if tool == "hf_beside":
                     extra = {**extra, "other": str(other), "bytes_per_second": rate}
-                    other.read_bytes()  # in the page cache, as the plugin's reads of a download are
+                    paced_sha256(str(other))  # in the page cache, as the plugin's reads of a download are
                 runs[side].append(_cold_cost_run(bench, tool, repo_id, commit, "http", nbytes, **extra))
         hash_cpu = median([r["hash_cpu"] for v in runs.values() for r in v])
         figures[mode] = {"runs": runs, "sha256_pass_cpu": hash_cpu}
@@ -1179,16 +1180,14 @@ def hash_beside(bench: Bench) -> None:
         label = f"17 hashing beside the client, one {p.huge_mib} MiB file, http, {what}"
         a_passes = [r["cpu"] / hash_cpu for r in runs["hf"]]
         for side in sides[1:]:
-            hashing = "follower_cpu" if side == "plugin" else "beside_cpu"
-            added = [
-                (x["cpu"] + (x.get("beside_cpu", 0.0) if side == "process" else 0.0) - y["cpu"]) / hash_cpu
-                for x, y in zip(runs[side], runs["hf"], strict=True)
-            ]
-            own = [x.get(hashing, 0.0) / hash_cpu for x in runs[side]]
-            rest = [
-                (x["cpu"] - (x.get(hashing, 0.0) if side != "process" else 0.0) - y["cpu"]) / hash_cpu
-                for x, y in zip(runs[side], runs["hf"], strict=True)
-            ]
+            # The hashing's CPU: the plugin's thread, or the bare pass's thread or process. Only the
+            # process's is outside the worker's own CPU.
+            hashing = [x.get("follower_cpu" if side == "plugin" else "beside_cpu", 0.0) for x in runs[side]]
+            total = [x["cpu"] + (h if side == "process" else 0.0) for x, h in zip(runs[side], hashing, strict=True)]
+            a_cpu = [y["cpu"] for y in runs["hf"]]
+            added = [(t - a) / hash_cpu for t, a in zip(total, a_cpu, strict=True)]
+            own = [h / hash_cpu for h in hashing]
+            rest = [(t - h - a) / hash_cpu for t, h, a in zip(total, hashing, a_cpu, strict=True)]
             bench.rows.append(
                 Row(
                     f"17.{mode}.{side}",
