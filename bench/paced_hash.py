@@ -12,6 +12,8 @@ import hashlib
 import sys
 import time
 
+from pytest_hfsnapshot.core.verify import read_buffer
+
 CHUNK = 1 << 20
 #: Bytes read between two looks at the pace.
 BATCH = 4 * CHUNK
@@ -22,8 +24,7 @@ def paced_sha256(path: str, bytes_per_second: float | None = None) -> float:
     began_cpu = time.thread_time()
     began = time.monotonic()
     digest = hashlib.sha256()
-    buffer = bytearray(CHUNK)
-    view = memoryview(buffer)
+    view = read_buffer(CHUNK)  # as the plugin reads (see read_buffer)
     done = 0
     with open(path, "rb", buffering=0) as handle:
         while True:
@@ -31,7 +32,7 @@ def paced_sha256(path: str, bytes_per_second: float | None = None) -> float:
                 wait = began + done / bytes_per_second - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
-            n = handle.readinto(buffer)
+            n = handle.readinto(view)
             if not n:
                 break
             digest.update(view[:n])

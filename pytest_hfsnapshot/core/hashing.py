@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .layout import INCOMPLETE_RE
-from .verify import CHUNK, ExpectedFile, hash_mismatches, new_digest
+from .verify import CHUNK, ExpectedFile, hash_mismatches, new_digest, read_buffer
 
 T = TypeVar("T")
 
@@ -91,7 +91,7 @@ class ArrivalHasher:
         self._seen: set[str] = set()
         self._inodes: set[tuple[int, int]] = set()
         self._stop = threading.Event()
-        self._buffer = bytearray(CHUNK)
+        self._buffer = read_buffer()
 
     # --- following ------------------------------------------------------------------------------
     def run(self, download: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -166,7 +166,7 @@ class ArrivalHasher:
             return 0
         if limit is not None and size < item.expected.size and size - item.position < BATCH:
             return 0  # still arriving: wait for a batch
-        view = memoryview(self._buffer)
+        view = self._buffer
         done = 0
         while item.position < size and (limit is None or done < limit):
             n = item.handle.readinto(view[: min(CHUNK, size - item.position)])

