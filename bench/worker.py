@@ -16,6 +16,9 @@ Tools (the same work done three ways, plus references):
 - ``hf_verify``: ``HfApi.verify_repo_checksums`` (the client's own deep check);
 - ``hf_beside``: A with a bare sha256 pass over another file beside it, in a thread or a process
   (:func:`hash_beside`: what any hashing costs the client on these cores);
+- ``paced_pass``: a bare sha256 pass over a file in the page cache, paced or not (:func:`paced_pass`);
+- ``follow_writer``: the plugin's hashing on arrival following a local writer process, with no
+  client and no Hub (:func:`follow_writer`: what following costs by itself);
 - ``noop``: nothing (the RSS of an idle worker with everything imported).
 """
 
@@ -161,6 +164,44 @@ def hash_beside(other: str, place: str, bytes_per_second: float | None = None, *
     return Beside(str(path), float(out))
 
 
+@dataclass(frozen=True)
+class Passed:
+    """What :func:`paced_pass` did: the CPU seconds of its pass."""
+
+    pass_cpu: float
+
+
+def paced_pass(path: str, bytes_per_second: float | None = None) -> Passed:
+    """A bare sha256 pass over ``path``, at most ``bytes_per_second`` (:func:`bench.paced_hash.paced_sha256`)."""
+    from .paced_hash import paced_sha256
+
+    return Passed(paced_sha256(path, bytes_per_second))
+
+
+@dataclass(frozen=True)
+class Followed:
+    """What :func:`follow_writer` did: the bytes its follower read after the writer had finished."""
+
+    rehashed: int
+
+
+def follow_writer(blobs: str, nbytes: int, bytes_per_second: float | None = None) -> Followed:
+    """The plugin's hashing on arrival (:class:`pytest_hfsnapshot.core.hashing.ArrivalHasher`)
+    following a writer process (:mod:`bench.writer`) that writes ``nbytes`` into the blob folder
+    ``blobs`` at most ``bytes_per_second``, as a download would. The follower's CPU is the worker's
+    ``follower_cpu_s``."""
+    from pathlib import Path
+
+    from pytest_hfsnapshot.core.hashing import ArrivalHasher
+    from pytest_hfsnapshot.core.verify import ExpectedFile
+
+    etag = "0" * 64  # a blob name only: nothing compares the digest here
+    hasher = ArrivalHasher(Path(blobs), [ExpectedFile(path="model.safetensors", size=nbytes, etag=etag, lfs=True)])
+    writer = [sys.executable, "-m", "bench.writer", os.path.join(blobs, etag), str(nbytes), str(bytes_per_second or 0)]
+    hasher.run(subprocess.run, writer, check=True)
+    return Followed(hasher.rehashed)
+
+
 def _tools() -> dict[str, Callable[..., Any]]:
     from huggingface_hub import HfApi, snapshot_download
 
@@ -175,6 +216,8 @@ def _tools() -> dict[str, Callable[..., Any]]:
         "sha256_procs": plain_sha256_processes,
         "hf_verify": lambda **kw: HfApi().verify_repo_checksums(**kw),
         "hf_beside": hash_beside,
+        "paced_pass": paced_pass,
+        "follow_writer": follow_writer,
         "noop": lambda **kw: None,
     }
 
@@ -235,7 +278,7 @@ def _machine_busy() -> float | None:
 def _describe(value: Any) -> dict[str, Any]:
     path = os.fspath(value) if isinstance(value, os.PathLike) else value
     out: dict[str, Any] = {"path": path if isinstance(path, str) else None}
-    for name in ("source", "seconds", "lock_wait", "rehashed", "beside_cpu"):
+    for name in ("source", "seconds", "lock_wait", "rehashed", "beside_cpu", "pass_cpu"):
         if hasattr(value, name):
             out[name] = getattr(value, name)
     return out

@@ -1210,6 +1210,89 @@ def hash_beside(bench: Bench) -> None:
     bench.figures["17_hash_beside"] = figures
 
 
+# --- 18. the plugin's following by itself: a local writer, no client, no Hub ----------------------
+#: Workload 18's sides: (worker tool, paced at the link's rate).
+FOLLOW_SIDES = {"pass": ("paced_pass", False), "paced": ("paced_pass", True), "follow": ("follow_writer", True)}
+
+
+def follow_alone(bench: Bench) -> None:
+    """Workload 18: the plugin's hashing on arrival following a local writer process at the CI
+    link's rate (:mod:`bench.writer`: no client, no Hub, no network), against a bare sha256 pass
+    over a file of the same size in the page cache, paced as the link is and unpaced.
+
+    Each side in its own process (a bench worker), dirty pages flushed and free memory primed
+    before each, the sides rotated ABBA. Each CPU figure is the hashing thread's own
+    (``time.thread_time``), in unpaced passes: what following a download costs by itself, apart from
+    the cores it shares with a client and a Hub (workload 17).
+    """
+    p = bench.profile
+    rounds = COLD_COST_PAIRS.get(p.name, 9)
+    nbytes = p.huge_mib * MIB
+    rate = LINK_MIB_S * MIB
+    other = bench.workdir / "follow-other.bin"
+    with open(other, "wb") as handle:
+        for _ in range(p.huge_mib):
+            handle.write(os.urandom(MIB))
+    sides = list(FOLLOW_SIDES)
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
+    rehashed: list[float] = []
+    for n in range(rounds):
+        for side in sides if n % 2 == 0 else sides[::-1]:
+            tool, paced = FOLLOW_SIDES[side]
+            cache = bench.new_cache("follow")
+            if tool == "follow_writer":
+                blobs = cache / "blobs"
+                blobs.mkdir()
+                args: dict[str, Any] = {"blobs": str(blobs), "nbytes": nbytes}
+            else:
+                paced_sha256(str(other))  # in the page cache, as the plugin's reads of a download are
+                args = {"path": str(other)}
+            if paced:
+                args["bytes_per_second"] = rate
+            os.sync()  # the last run's dirty pages must not be written back during this one
+            res = bench.run(cache, [task(step(tool, **args))], "http", prime=PRIME_FACTOR * nbytes)[0]
+            if tool == "follow_writer":
+                cpu[side].append(float(res.data["follower_cpu_s"]))
+                rehashed.append(float(res.result(tool)["rehashed"]) / MIB)
+            else:
+                cpu[side].append(float(res.result(tool)["pass_cpu"]))
+            bench.drop(cache)
+    other.unlink(missing_ok=True)
+    one = median(cpu["pass"])
+    bench.figures["18_follow_alone"] = {
+        "file_mib": p.huge_mib,
+        "link_mib_s": LINK_MIB_S,
+        "rounds": rounds,
+        "cpu_s": cpu,
+    }
+    label = f"18 hashing a local writer's {p.huge_mib} MiB at {LINK_MIB_S} MiB/s, no client, no Hub"
+    measures = {
+        "paced": "a bare pass paced as the link is, in unpaced passes, median of runs",
+        "follow": "the plugin's hashing thread following the writer, in unpaced passes, median of runs",
+    }
+    for side, measure in measures.items():
+        passes = [c / one for c in cpu[side]]
+        note = (
+            f"runs {median(passes):.3f} (min {min(passes):.3f}, max {max(passes):.3f}, {rounds} runs); "
+            f"one unpaced pass {one:.3f} CPU s"
+        )
+        if side == "follow":
+            note += f"; read after the writer had finished: up to {max(rehashed):.1f} MiB"
+        bench.rows.append(
+            Row(
+                f"18.{side}",
+                label,
+                measure,
+                median(passes),
+                None,
+                None,
+                Target("info", 1.15, "info (12's target <= 1.15)"),
+                fmt="{:.2f}",
+                note=note,
+            )
+        )
+
+
 # --- 16. hf_xet's download buffer: memory against the wall behind a CI runner's link ---------------
 #: The one-file buffers workload 16 sets side by side (MB, as hf_xet reads "384mb"): hf_xet's own
 #: base part is this less the per-file part, which stays at the plugin's.
@@ -1485,6 +1568,7 @@ WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "15": fleet,
     "16": xet_buffer,
     "17": hash_beside,
+    "18": follow_alone,
 }
 
 
