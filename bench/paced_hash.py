@@ -18,6 +18,14 @@ CHUNK = 1 << 20
 BATCH = 4 * CHUNK
 
 
+def pace(began: float, done: int, bytes_per_second: float | None) -> None:
+    """Sleep until ``done`` bytes are due at ``bytes_per_second`` since ``began`` (monotonic; None: never)."""
+    if bytes_per_second:
+        wait = began + done / bytes_per_second - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+
+
 def paced_sha256(path: str, bytes_per_second: float | None = None) -> float:
     """Hash ``path`` (at most ``bytes_per_second``); returns the calling thread's CPU seconds."""
     began_cpu = time.thread_time()
@@ -29,10 +37,8 @@ def paced_sha256(path: str, bytes_per_second: float | None = None) -> float:
     done = 0
     with open(path, "rb", buffering=0) as handle:
         while True:
-            if bytes_per_second and done % BATCH == 0:
-                wait = began + done / bytes_per_second - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
+            if done % BATCH == 0:
+                pace(began, done, bytes_per_second)
             n = handle.readinto(view)
             if not n:
                 break

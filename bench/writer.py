@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-CHUNK = 1 << 20
+from .paced_hash import CHUNK, pace
 
 
 def write(path: str, nbytes: int, bytes_per_second: float | None = None) -> None:
@@ -21,10 +21,7 @@ def write(path: str, nbytes: int, bytes_per_second: float | None = None) -> None
     done = 0
     with open(path + ".incomplete", "wb", buffering=0) as handle:
         while done < nbytes:
-            if bytes_per_second:
-                wait = began + done / bytes_per_second - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
+            pace(began, done, bytes_per_second)
             done += handle.write(data[: min(CHUNK, nbytes - done)])
     os.rename(path + ".incomplete", path)
 
