@@ -1150,7 +1150,8 @@ def hash_beside(bench: Bench) -> None:
     over the file it left afterwards), the four sides rotated ABBA. The bare pass beside A is paced
     as the link is (read 4 MiB, sleep until the next are due), unpaced on raw loopback. Per pair
     with A: the CPU added, and the part of it outside the hashing itself (the plugin's hashing
-    thread, the bare pass's thread or process), which is what the hashing costs the client.
+    thread, the bare pass's thread or process), which is what the hashing costs the client, and the
+    wall ratio: what a hash pass beside the client costs its wall.
     """
     p = bench.profile
     rounds = COLD_COST_PAIRS.get(p.name, 9)
@@ -1188,6 +1189,7 @@ def hash_beside(bench: Bench) -> None:
             added = [(t - a) / hash_cpu for t, a in zip(total, a_cpu, strict=True)]
             own = [h / hash_cpu for h in hashing]
             rest = [(t - h - a) / hash_cpu for t, h, a in zip(total, hashing, a_cpu, strict=True)]
+            walls = [x["wall"] / y["wall"] for x, y in zip(runs[side], runs["hf"], strict=True)]
             bench.rows.append(
                 Row(
                     f"17.{mode}.{side}",
@@ -1201,7 +1203,8 @@ def hash_beside(bench: Bench) -> None:
                     note=(
                         f"pairs {_spread(added)}; the hashing itself {median(own):.2f} passes "
                         f"({min(own):.2f}..{max(own):.2f}); the client's CPU over A's {_spread(rest)}; "
-                        f"A's own CPU {min(a_passes):.2f}..{max(a_passes):.2f} passes; one pass {hash_cpu:.2f} CPU s"
+                        f"A's own CPU {min(a_passes):.2f}..{max(a_passes):.2f} passes; one pass {hash_cpu:.2f} CPU s; "
+                        f"wall / A's wall {_spread(walls)}"
                     ),
                 )
             )
