@@ -1,4 +1,4 @@
-"""``python -m bench [--smoke | --quick] [--only 1,3] [--check] [--results-md]``.
+"""``python -m bench [--smoke | --quick] [--only 1,3] [--transport xet|http] [--check] [--results-md]``.
 
 Profiles: ``--smoke`` (small sizes, about a minute: the CI run, thresholds not enforced),
 ``--quick`` (middle sizes, a few minutes), default full sizes (the issue's: a 128 MiB sharded repo,
@@ -10,11 +10,11 @@ down. Workload 15 is a fleet: 8 processes as 2 hosts (``unshare -u``) over one r
 (Hub bytes, wall against a warm local cache), and a lease holder killed on one host (takeover time
 against the lease). Workload 16 sets hf_xet's download buffers side by side, and workload 17 a bare
 sha256 pass beside ``snapshot_download`` (in a thread, in a process) against the plugin's hashing
-over HTTP; workload 18 the plugin's hashing following a local writer, with no client and no Hub.
+on each transport; workload 18 the plugin's hashing following a local writer, with no client and no Hub.
 Prints the table, writes
 ``bench/results/latest.json``; the full run also writes ``bench/RESULTS.md`` (``--results-md``
 forces it for other profiles, ``--no-results-md`` skips it). ``--check`` exits 1 when a target
-is missed. Scratch data goes to a temporary folder (``--workdir``), removed at the end.
+is missed. ``--transport`` runs the per-transport workloads on one transport only. Scratch data goes to a temporary folder (``--workdir``), removed at the end.
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_true", help="small sizes, no thresholds enforced (CI)")
     size.add_argument("--quick", action="store_true", help="middle sizes")
     parser.add_argument("--only", default="", help="comma-separated workload numbers, e.g. 1,3")
+    parser.add_argument(
+        "--transport", choices=("xet", "http"), default=None, help="per-transport workloads on this one only"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed (not with --smoke)")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "latest.json", help="where the JSON goes")
     parser.add_argument("--results-md", action=argparse.BooleanOptionalAction, default=None, help="write RESULTS.md")
@@ -54,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench" + {"smoke": " --smoke", "quick": " --quick", "full": ""}[profile.name]
     if args.only:
         command += f" --only {args.only}"
+    if args.transport:
+        command += f" --transport {args.transport}"
 
     started = time.monotonic()
     meter = CpuMeter()
@@ -62,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"profile {profile.name}, workloads {','.join(chosen)}, scratch {workdir}")
     try:
         with HubProcess() as hub:
-            bench = Bench(hub, workdir, profile)
+            bench = Bench(hub, workdir, profile, args.transport)
             for key in chosen:
                 bench.timed(f"workload {key}", lambda key=key: WORKLOADS[key](bench))
     finally:

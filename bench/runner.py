@@ -138,8 +138,10 @@ def wall(results: Sequence[WorkerResult]) -> float:
 class Bench:
     """The shared state of one run: the Hub process, a scratch folder, rows and raw figures."""
 
-    def __init__(self, hub: HubProcess, workdir: Path, profile: Any) -> None:
+    def __init__(self, hub: HubProcess, workdir: Path, profile: Any, transport: str | None = None) -> None:
         self.hub = hub
+        #: ``xet`` or ``http`` when the per-transport workloads run on that one only (``--transport``).
+        self.transport = transport
         self.workdir = workdir
         self.profile = profile
         self.home = workdir / "hf-home"

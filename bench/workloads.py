@@ -106,9 +106,10 @@ def _complete(result: WorkerResult, name: str, sizes: dict[str, int]) -> bool:
 
 
 def _transports(bench: Bench, *names: str) -> tuple[str, ...]:
-    """The transports a per-transport workload runs on (``xet`` and ``http`` unless named): Xet
-    ones only when the bench Hub serves Xet storage (hf_xet installed)."""
-    chosen = names or ("xet", "http")
+    """The transports a per-transport workload runs on (``xet`` and ``http`` unless named), those of
+    ``--transport`` only when it is given (``xet`` picks ``xet-noshare`` too): Xet ones only when
+    the bench Hub serves Xet storage (hf_xet installed)."""
+    chosen = tuple(t for t in names or ("xet", "http") if bench.transport is None or t.startswith(bench.transport))
     return chosen if bench.hub.xet() else tuple(t for t in chosen if t == "http")
 
 
@@ -1143,8 +1144,8 @@ BESIDE_SIDES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def hash_beside(bench: Bench) -> None:
-    """Workload 17: over HTTP, A, the plugin, and A with a bare sha256 pass over another file of the
-    same size beside it, in a thread (sharing the GIL) and in a process of its own, side by side.
+    """Workload 17: on each transport, A, the plugin, and A with a bare sha256 pass over another file
+    of the same size beside it, in a thread (sharing the GIL) and in a process of its own, side by side.
 
     Each run as in workload 12 (its own process, dirty pages flushed, memory primed, a bare pass
     over the file it left afterwards), the four sides rotated ABBA. The bare pass beside A is paced
@@ -1164,6 +1165,17 @@ def hash_beside(bench: Bench) -> None:
         for _ in range(p.huge_mib):
             handle.write(os.urandom(MIB))
     figures: dict[str, Any] = {"file_mib": p.huge_mib, "link_mib_s": LINK_MIB_S, "rounds": rounds}
+    for transport in _transports(bench):
+        figures[transport] = _hash_beside_on(bench, transport, repo_id, commit, nbytes, other, rounds)
+    other.unlink(missing_ok=True)
+    bench.figures["17_hash_beside"] = figures
+
+
+def _hash_beside_on(
+    bench: Bench, transport: str, repo_id: str, commit: str, nbytes: int, other: Path, rounds: int
+) -> dict[str, Any]:
+    """Workload 17 on one transport: its rows, and its runs per link (capped, uncapped)."""
+    figures: dict[str, Any] = {}
     sides = list(BESIDE_SIDES)
     for mode, rate in (("capped", LINK_MIB_S * MIB), ("uncapped", None)):
         bench.hub.set_link_rate(rate)
@@ -1174,11 +1186,11 @@ def hash_beside(bench: Bench) -> None:
                 if tool == "hf_beside":
                     extra = {**extra, "other": str(other), "bytes_per_second": rate}
                     paced_sha256(str(other))  # in the page cache, as the plugin's reads of a download are
-                runs[side].append(_cold_cost_run(bench, tool, repo_id, commit, "http", nbytes, **extra))
+                runs[side].append(_cold_cost_run(bench, tool, repo_id, commit, transport, nbytes, **extra))
         hash_cpu = median([r["hash_cpu"] for v in runs.values() for r in v])
         figures[mode] = {"runs": runs, "sha256_pass_cpu": hash_cpu}
         what = f"link capped at {LINK_MIB_S} MiB/s" if rate else "raw loopback"
-        label = f"17 hashing beside the client, one {p.huge_mib} MiB file, http, {what}"
+        label = f"17 hashing beside the client, one {nbytes // MIB} MiB file, {transport}, {what}"
         a_passes = [r["cpu"] / hash_cpu for r in runs["hf"]]
         for side in sides[1:]:
             # The hashing's CPU: the plugin's thread, or the bare pass's thread or process. Only the
@@ -1192,7 +1204,7 @@ def hash_beside(bench: Bench) -> None:
             walls = [x["wall"] / y["wall"] for x, y in zip(runs[side], runs["hf"], strict=True)]
             bench.rows.append(
                 Row(
-                    f"17.{mode}.{side}",
+                    f"17.{transport}.{mode}.{side}",
                     label,
                     f"{side}: CPU added over A, in sha256 passes, median of pairs",
                     median(added),
@@ -1209,8 +1221,7 @@ def hash_beside(bench: Bench) -> None:
                 )
             )
     bench.hub.set_link_rate(None)
-    other.unlink(missing_ok=True)
-    bench.figures["17_hash_beside"] = figures
+    return figures
 
 
 # --- 18. the plugin's following by itself: a local writer, no client, no Hub ----------------------
