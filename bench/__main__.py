@@ -10,11 +10,11 @@ down. Workload 15 is a fleet: 8 processes as 2 hosts (``unshare -u``) over one r
 (Hub bytes, wall against a warm local cache), and a lease holder killed on one host (takeover time
 against the lease). Workload 16 sets hf_xet's download buffers side by side, and workload 17 a bare
 sha256 pass beside ``snapshot_download`` (in a thread, in a process) against the plugin's hashing
-on each transport; workload 18 the plugin's hashing following a local writer, with no client and no Hub.
-Prints the table, writes
-``bench/results/latest.json``; the full run also writes ``bench/RESULTS.md`` (``--results-md``
-forces it for other profiles, ``--no-results-md`` skips it). ``--check`` exits 1 when a target
-is missed. ``--transport`` runs the per-transport workloads on one transport only. Scratch data goes to a temporary folder (``--workdir``), removed at the end.
+on each transport; workload 18 the plugin's hashing following a local writer, with no client and
+no Hub. Prints the table, writes ``bench/results/latest.json``; the full run also writes
+``bench/RESULTS.md`` (``--results-md`` forces it for other profiles, ``--no-results-md`` skips
+it). ``--check`` exits 1 when a target is missed. ``--transport`` runs the per-transport workloads
+on one transport only. Scratch data goes to a temporary folder (``--workdir``), removed at the end.
 """
 
 from __future__ import annotations
