@@ -973,14 +973,21 @@ def _spread(values: list[float]) -> str:
 
 
 def _cold_cost_run(
-    bench: Bench, tool: str, repo_id: str, commit: str, transport: str, nbytes: int, **extra: Any
+    bench: Bench,
+    tool: str,
+    repo_id: str,
+    commit: str,
+    transport: str,
+    nbytes: int,
+    env: dict[str, str] | None = None,
+    **extra: Any,
 ) -> dict[str, float]:
-    """One cold fetch of ``nbytes`` in its own process (``extra``: more arguments of the tool), then
-    one bare hashlib pass over the file it left, in another."""
+    """One cold fetch of ``nbytes`` in its own process (``env``: added to its environment; ``extra``:
+    more arguments of the tool), then one bare hashlib pass over the file it left, in another."""
     cache = bench.new_cache("cold-cost")
     os.sync()  # the last run's dirty pages must not be written back during this one
     spec = task(step(tool, **_args(tool, repo_id, commit, **extra)))
-    res = bench.run(cache, [spec], transport, prime=PRIME_FACTOR * nbytes)[0]
+    res = bench.run(cache, [spec], transport, prime=PRIME_FACTOR * nbytes, env=env)[0]
     out = {"wall": res.durations(tool)[0], "cpu": float(res.data["cpu_s"]), "rss": res.maxrss_kib / 1024}
     if res.result(tool).get("beside_cpu") is not None:
         out["beside_cpu"] = float(res.result(tool)["beside_cpu"])
@@ -1135,9 +1142,14 @@ def cold_cost(bench: Bench) -> None:
 
 # --- 17. what a hash pass beside the client costs it, in the plugin and without it ----------------
 #: The sides of workload 17: the tool, and its extra arguments (``other``/pace filled in per run).
+#: ``bounded`` is A with the hf_xet settings the engine downloads with (Xet only): what the bounded
+#: download buffer alone costs A's wall, apart from the hashing. ``again`` is A once more in each
+#: round: the measure's own null, what its medians show when both sides are the same.
 BESIDE_SIDES: dict[str, tuple[str, dict[str, Any]]] = {
     "hf": ("hf", {}),
+    "again": ("hf", {}),
     "plugin": ("plugin", {}),
+    "bounded": ("hf", {}),
     "thread": ("hf_beside", {"place": "thread"}),
     "process": ("hf_beside", {"place": "process"}),
 }
@@ -1145,10 +1157,11 @@ BESIDE_SIDES: dict[str, tuple[str, dict[str, Any]]] = {
 
 def hash_beside(bench: Bench) -> None:
     """Workload 17: on each transport, A, the plugin, and A with a bare sha256 pass over another file
-    of the same size beside it, in a thread (sharing the GIL) and in a process of its own, side by side.
+    of the same size beside it, in a thread (sharing the GIL) and in a process of its own, side by side;
+    with them A once more (the measure's null) and, over Xet, A with the engine's hf_xet settings.
 
     Each run as in workload 12 (its own process, dirty pages flushed, memory primed, a bare pass
-    over the file it left afterwards), the four sides rotated ABBA. The bare pass beside A is paced
+    over the file it left afterwards), the sides rotated ABBA. The bare pass beside A is paced
     as the link is (read 4 MiB, sleep until the next are due), unpaced on raw loopback. Per pair
     with A: the CPU added, and the part of it outside the hashing itself (the plugin's hashing
     thread, the bare pass's thread or process), which is what the hashing costs the client, and the
@@ -1165,10 +1178,78 @@ def hash_beside(bench: Bench) -> None:
         for _ in range(p.huge_mib):
             handle.write(os.urandom(MIB))
     figures: dict[str, Any] = {"file_mib": p.huge_mib, "link_mib_s": LINK_MIB_S, "rounds": rounds}
+    figures["cores"] = _cores_beside(bench, rounds)
     for transport in _transports(bench):
         figures[transport] = _hash_beside_on(bench, transport, repo_id, commit, nbytes, other, rounds)
     other.unlink(missing_ok=True)
     bench.figures["17_hash_beside"] = figures
+
+
+#: A sha256 pass over 1 GiB of memory, pinned to one core, that prints its own CPU seconds; with
+#: ``spin``, a pass that never ends and says when it has begun.
+_PINNED_PASS = """
+import hashlib, os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+block, digest = os.urandom(64 << 20), hashlib.sha256()
+if sys.argv[2] == "spin":
+    print("spinning", flush=True)
+    while True:
+        digest.update(block)
+began = time.thread_time()
+for _ in range(16):
+    digest.update(block)
+print(time.thread_time() - began)
+"""
+
+
+def _pinned_pass(busy_other: bool) -> float:
+    """CPU seconds of one sha256 pass over 1 GiB on core 0, with the other core idle or hashing too."""
+    spinner = None
+    if busy_other:
+        spinner = subprocess.Popen([sys.executable, "-c", _PINNED_PASS, "1", "spin"], stdout=subprocess.PIPE, text=True)
+        assert spinner.stdout is not None
+        spinner.stdout.readline()  # it has begun hashing
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _PINNED_PASS, "0", "pass"], capture_output=True, text=True, check=True
+        ).stdout
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
+    return float(out)
+
+
+def _cores_beside(bench: Bench, rounds: int) -> dict[str, Any]:
+    """What a sha256 pass on the other core costs a CPU-bound pass on this one: the two cores' share
+    of the host (an SMT sibling, the memory bus, a shared clock), apart from the client and the Hub.
+
+    ABBA pairs of processes, each pinned: core 0 alone, core 0 with core 1 hashing. On one core
+    there is nothing to measure.
+    """
+    if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
+        return {}
+    runs: dict[bool, list[float]] = {False: [], True: []}
+    for n in range(rounds):
+        for busy in (False, True) if n % 2 == 0 else (True, False):
+            runs[busy].append(_pinned_pass(busy))
+    ratios = [b / a for a, b in zip(runs[False], runs[True], strict=True)]
+    bench.rows.append(
+        Row(
+            "17.cores",
+            "17 one core's sha256 pass over 1 GiB of memory, the other core hashing too",
+            "CPU s of the pass with the other core busy / with it idle, median of pairs",
+            median(ratios),
+            1.0,
+            None,
+            Target("info", 1.0, "info"),
+            fmt="{:.3f}",
+            note=(
+                f"pairs {_spread(ratios)}; alone {median(runs[False]):.3f} CPU s, beside {median(runs[True]):.3f} CPU s"
+            ),
+        )
+    )
+    return {"alone_cpu_s": runs[False], "beside_cpu_s": runs[True], "ratios": ratios}
 
 
 def _hash_beside_on(
@@ -1176,7 +1257,7 @@ def _hash_beside_on(
 ) -> dict[str, Any]:
     """Workload 17 on one transport: its rows, and its runs per link (capped, uncapped)."""
     figures: dict[str, Any] = {}
-    sides = list(BESIDE_SIDES)
+    sides = [side for side in BESIDE_SIDES if side != "bounded" or transport == "xet"]
     for mode, rate in (("capped", LINK_MIB_S * MIB), ("uncapped", None)):
         bench.hub.set_link_rate(rate)
         runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
@@ -1186,7 +1267,8 @@ def _hash_beside_on(
                 if tool == "hf_beside":
                     extra = {**extra, "other": str(other), "bytes_per_second": rate}
                     paced_sha256(str(other))  # in the page cache, as the plugin's reads of a download are
-                runs[side].append(_cold_cost_run(bench, tool, repo_id, commit, transport, nbytes, **extra))
+                env = dict(xet.TRANSFER_SETTINGS) if side == "bounded" else None
+                runs[side].append(_cold_cost_run(bench, tool, repo_id, commit, transport, nbytes, env=env, **extra))
         hash_cpu = median([r["hash_cpu"] for v in runs.values() for r in v])
         figures[mode] = {"runs": runs, "sha256_pass_cpu": hash_cpu}
         what = f"link capped at {LINK_MIB_S} MiB/s" if rate else "raw loopback"
@@ -1218,6 +1300,41 @@ def _hash_beside_on(
                         f"A's own CPU {min(a_passes):.2f}..{max(a_passes):.2f} passes; one pass {hash_cpu:.2f} CPU s; "
                         f"wall / A's wall {_spread(walls)}"
                     ),
+                )
+            )
+        null = [x["wall"] / y["wall"] for x, y in zip(runs["again"], runs["hf"], strict=True)]
+        bench.rows.append(
+            Row(
+                f"17.{transport}.{mode}.null",
+                label,
+                "A's wall in its second run of each round / its first, median of rounds",
+                median(null),
+                1.0,
+                None,
+                Target("info", 1.0, "the measure's null"),
+                fmt="{:.3f}",
+                note=(
+                    f"rounds {_spread(null)}: both sides the same, so how far a median of these rounds strays "
+                    "from 1 with nothing to find"
+                ),
+            )
+        )
+        if "bounded" in runs:
+            # The plugin against A with the same hf_xet settings: what the plugin's wall costs beside
+            # the buffer it bounds; ``bounded`` against A: what the buffer alone costs.
+            over = [x["wall"] / y["wall"] for x, y in zip(runs["plugin"], runs["bounded"], strict=True)]
+            alone = [x["wall"] / y["wall"] for x, y in zip(runs["bounded"], runs["hf"], strict=True)]
+            bench.rows.append(
+                Row(
+                    f"17.{transport}.{mode}.plugin_over_bounded",
+                    label,
+                    "plugin's wall / the wall of A with the plugin's hf_xet settings, median of rounds",
+                    median(over),
+                    1.0,
+                    None,
+                    Target("info", 1.0, "info"),
+                    fmt="{:.3f}",
+                    note=f"rounds {_spread(over)}; A with those settings / A: {_spread(alone)}",
                 )
             )
     bench.hub.set_link_rate(None)
