@@ -972,6 +972,11 @@ def _spread(values: list[float]) -> str:
     return f"{median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}, {len(values)} pairs)"
 
 
+def _wall_ratios(runs: list[dict[str, float]], against: list[dict[str, float]]) -> list[float]:
+    """Each round's wall of one side over another's."""
+    return [x["wall"] / y["wall"] for x, y in zip(runs, against, strict=True)]
+
+
 def _cold_cost_run(
     bench: Bench,
     tool: str,
@@ -1037,7 +1042,7 @@ def cold_cost(bench: Bench) -> None:
                 for tool in order:
                     runs[tool].append(_cold_cost_run(bench, tool, repo_id, commit, transport, p.huge_mib * MIB))
             plug, hf = runs["plugin"], runs["hf"]
-            wall_pairs = [a["wall"] / b["wall"] for a, b in zip(plug, hf, strict=True)]
+            wall_pairs = _wall_ratios(plug, hf)
             # One bare pass: the median over every run of this cell (each run hashed its own file).
             hash_cpu = median([r["hash_cpu"] for r in plug + hf])
             added = [(a["cpu"] - b["cpu"]) / hash_cpu for a, b in zip(plug, hf, strict=True)]
@@ -1227,7 +1232,7 @@ def _cores_beside(bench: Bench, rounds: int) -> dict[str, Any]:
     ABBA pairs of processes, each pinned: core 0 alone, core 0 with core 1 hashing. On one core
     there is nothing to measure.
     """
-    if len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0):
+    if not {0, 1} <= os.sched_getaffinity(0):
         return {}
     runs: dict[bool, list[float]] = {False: [], True: []}
     for n in range(rounds):
@@ -1283,7 +1288,7 @@ def _hash_beside_on(
             added = [(t - a) / hash_cpu for t, a in zip(total, a_cpu, strict=True)]
             own = [h / hash_cpu for h in hashing]
             rest = [(t - h - a) / hash_cpu for t, h, a in zip(total, hashing, a_cpu, strict=True)]
-            walls = [x["wall"] / y["wall"] for x, y in zip(runs[side], runs["hf"], strict=True)]
+            walls = _wall_ratios(runs[side], runs["hf"])
             bench.rows.append(
                 Row(
                     f"17.{transport}.{mode}.{side}",
@@ -1302,7 +1307,7 @@ def _hash_beside_on(
                     ),
                 )
             )
-        null = [x["wall"] / y["wall"] for x, y in zip(runs["again"], runs["hf"], strict=True)]
+        null = _wall_ratios(runs["again"], runs["hf"])
         bench.rows.append(
             Row(
                 f"17.{transport}.{mode}.null",
@@ -1322,8 +1327,8 @@ def _hash_beside_on(
         if "bounded" in runs:
             # The plugin against A with the same hf_xet settings: what the plugin's wall costs beside
             # the buffer it bounds; ``bounded`` against A: what the buffer alone costs.
-            over = [x["wall"] / y["wall"] for x, y in zip(runs["plugin"], runs["bounded"], strict=True)]
-            alone = [x["wall"] / y["wall"] for x, y in zip(runs["bounded"], runs["hf"], strict=True)]
+            over = _wall_ratios(runs["plugin"], runs["bounded"])
+            alone = _wall_ratios(runs["bounded"], runs["hf"])
             bench.rows.append(
                 Row(
                     f"17.{transport}.{mode}.plugin_over_bounded",
