@@ -24,10 +24,15 @@ AuthAction = Literal["skip", "xfail", "fail"]
 MissingAction = Literal["fail", "skip"]
 #: How cached files are re-checked (``--hf-verify``).
 VerifyMode = Literal["size", "sha256"]
+#: What the plugin does with Hub use that no declaration made (CONTRACT section 9).
+ImplicitMode = Literal["report", "manage", "fail", "off"]
 
 AUTH_ACTIONS: tuple[AuthAction, ...] = get_args(AuthAction)
 MISSING_ACTIONS: tuple[MissingAction, ...] = get_args(MissingAction)
 VERIFY_MODES: tuple[VerifyMode, ...] = get_args(VerifyMode)
+IMPLICIT_MODES: tuple[ImplicitMode, ...] = get_args(ImplicitMode)
+DEFAULT_IMPLICIT: ImplicitMode = "report"
+IMPLICIT_ENV = "HFSNAPSHOT_IMPLICIT"
 
 # The defaults, each written once for materialize, the plugin's options (and their help) and the CLI.
 #: What a test needing a snapshot the Hub refuses does (``--hf-on-auth-error``).
@@ -174,17 +179,21 @@ def _seconds(value: object) -> bool:
 __all__ = [
     "AUTH_ACTIONS",
     "DEFAULT_AUTH_ACTION",
+    "DEFAULT_IMPLICIT",
     "DEFAULT_LOCK_LEASE",
     "DEFAULT_LOCK_TIMEOUT",
     "DEFAULT_MAX_RATE_WAIT",
     "DEFAULT_MISSING_ACTION",
     "DEFAULT_RETRIES",
     "DEFAULT_VERIFY",
+    "IMPLICIT_ENV",
+    "IMPLICIT_MODES",
     "LOCK_LEASE_ENV",
     "MIN_LOCK_LEASE",
     "MISSING_ACTIONS",
     "VERIFY_MODES",
     "AuthAction",
+    "ImplicitMode",
     "MissingAction",
     "Settings",
     "VerifyMode",

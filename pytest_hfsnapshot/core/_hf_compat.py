@@ -29,6 +29,12 @@ What is reached, what for, and the fallback:
   a name the release lacks is skipped (1.33 has no ``_HUB_ORIGINS``).
 - ``huggingface_hub.utils._xet.XET_CONNECTION_INFO_CACHE``: the kit drops the Xet tokens of a
   local Hub that stopped. Fallback: none is dropped (logged).
+- ``huggingface_hub.file_download._hf_hub_download_to_cache_dir`` (looked up as a module global by
+  ``hf_hub_download``, which every library binds at import) and the code of the public
+  ``try_to_load_from_cache`` (also bound at import): implicit Hub use is seen and managed there
+  (:mod:`pytest_hfsnapshot.core.observe`). Without them, :class:`HubCompatibilityError`.
+- The HTTP client's ``_transport`` and ``_mounts`` (httpx, httpx2): the offline guard answers
+  requests in the Hub's stead. Without them, :class:`HubCompatibilityError`.
 
 Imports happen inside the functions: plugin start-up loads none of huggingface_hub's HTTP stack.
 """
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import logging
 import sys
 from collections.abc import Callable, Mapping
@@ -280,7 +287,111 @@ def forget_xet_tokens() -> None:
     )
 
 
+# --- implicit Hub use: the download functions libraries bound at import ----------------------
+
+FILE_DOWNLOAD_MODULE = "huggingface_hub.file_download"
+DOWNLOAD_TO_CACHE = "_hf_hub_download_to_cache_dir"
+CACHE_LOOKUP = "try_to_load_from_cache"
+#: The global the trampoline of ``try_to_load_from_cache`` calls (set in huggingface_hub's module).
+_LOOKUP_HOOK = "__hfsnapshot_cache_lookup__"
+
+
+def _file_download() -> ModuleType:
+    return importlib.import_module(FILE_DOWNLOAD_MODULE)
+
+
+def wrap_download_to_cache(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[[], None]:
+    """Put ``wrap(original)`` in place of the function ``hf_hub_download`` downloads into the cache with.
+
+    Returns the function that puts the original back. :class:`HubCompatibilityError` when the
+    installed release has no such module global.
+    """
+    module = _file_download()
+    original = getattr(module, DOWNLOAD_TO_CACHE, None)
+    if not callable(original):
+        raise HubCompatibilityError(
+            missing_message(
+                f"{FILE_DOWNLOAD_MODULE}.{DOWNLOAD_TO_CACHE}", "to see and manage the files hf_hub_download fetches"
+            )
+            + ". Run with --hf-implicit=off, or install a huggingface_hub release pytest-hfsnapshot supports."
+        )
+    wrapped = wrap(original)
+    setattr(module, DOWNLOAD_TO_CACHE, wrapped)
+
+    def undo() -> None:
+        if getattr(module, DOWNLOAD_TO_CACHE, None) is wrapped:
+            setattr(module, DOWNLOAD_TO_CACHE, original)
+
+    return undo
+
+
+def _lookup_trampoline(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - its code runs as huggingface_hub's
+    return __hfsnapshot_cache_lookup__(*args, **kwargs)  # type: ignore[name-defined]  # noqa: F821
+
+
+def hook_cache_lookup(hook: Callable[..., Any]) -> Callable[[], None]:
+    """Make every call of ``try_to_load_from_cache`` (by any reference) call ``hook(original, *args, **kwargs)``.
+
+    transformers binds the function at import and reads cached files through it with no request,
+    so the function object itself is changed: its code becomes a trampoline to ``hook``. Returns
+    the function that restores it.
+    """
+    import types
+
+    module = _file_download()
+    # The validating decorator's wrapper calls the function it wraps: that one's code is swapped.
+    function = inspect.unwrap(getattr(module, CACHE_LOOKUP))
+    code = getattr(function, "__code__", None)
+    if not isinstance(function, types.FunctionType) or code is None or function.__closure__:
+        raise HubCompatibilityError(
+            missing_message(
+                f"{FILE_DOWNLOAD_MODULE}.{CACHE_LOOKUP} as a plain function", "to see the files read from the cache"
+            )
+            + ". Run with --hf-implicit=off, or install a huggingface_hub release pytest-hfsnapshot supports."
+        )
+    original = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__)
+    original.__kwdefaults__ = function.__kwdefaults__
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return hook(original, *args, **kwargs)
+
+    function.__globals__[_LOOKUP_HOOK] = call
+    function.__code__ = _lookup_trampoline.__code__
+
+    def undo() -> None:
+        if function.__globals__.get(_LOOKUP_HOOK) is call:
+            function.__code__ = code
+            del function.__globals__[_LOOKUP_HOOK]
+
+    return undo
+
+
+def wrap_client_transports(client: Any, wrap: Callable[[Any], Any]) -> None:
+    """Replace each transport of an httpx (or httpx2) client by ``wrap(transport)``."""
+    transport = getattr(client, "_transport", None)
+    mounts = getattr(client, "_mounts", None)
+    if transport is None or not isinstance(mounts, dict):
+        raise HubCompatibilityError(
+            f"the HTTP client of huggingface_hub {hub_version()} ({type(client).__module__}.{type(client).__name__}) "
+            "has no _transport and _mounts, which pytest-hfsnapshot wraps to keep --hf-offline runs offline. "
+            "Install a huggingface_hub release pytest-hfsnapshot supports."
+        )
+    client._transport = wrap(transport)
+    for pattern, mounted in list(mounts.items()):
+        if mounted is not None:
+            mounts[pattern] = wrap(mounted)
+
+
+def raise_for_answer(response: Any) -> None:
+    """Raise the error huggingface_hub raises for ``response`` (a Hub answer the plugin made), if any."""
+    from huggingface_hub import utils
+
+    utils.hf_raise_for_status(response)  # type: ignore[attr-defined]
+
+
 __all__ = [
+    "CACHE_LOOKUP",
+    "DOWNLOAD_TO_CACHE",
     "ClientListingCache",
     "HubCompatibilityError",
     "client_factory_in_place",
@@ -290,10 +401,14 @@ __all__ = [
     "endpoint_patches",
     "forget_xet_tokens",
     "has_shared_blob",
+    "hook_cache_lookup",
     "http_client_loaded",
     "hub_major",
     "hub_version",
     "missing_message",
+    "raise_for_answer",
     "shared_store_enabled",
+    "wrap_client_transports",
+    "wrap_download_to_cache",
     "xet_in_use",
 ]

@@ -56,6 +56,7 @@ from .error_builders import cause as _cause
 from .error_builders import failed_file as _failed_file
 from .error_builders import hub as _hub
 from .hashing import ArrivalHasher
+from .implicit import own_work
 from .layers import LAYERS_ENV, Layers, env_layers, link_into_layer, links_to, open_layers
 from .layout import RepoCache
 from .locking import RepoLock, wait_for_client_lock
@@ -181,10 +182,17 @@ def layer_roots(settings: Settings) -> list[Path]:
     return [Path(layer) for layer in settings.cache_layers]
 
 
-def materialize_request(request: SnapshotRequest, settings: Settings | None = None) -> Snapshot:
-    """:func:`materialize` for an already validated request, made with ``settings`` (default: the defaults)."""
-    snapshot = _Engine(request, settings or Settings()).run()
-    for pattern in request.unmatched_allow_patterns(snapshot.files):
+def materialize_request(
+    request: SnapshotRequest, settings: Settings | None = None, *, warn_unmatched: bool = True
+) -> Snapshot:
+    """:func:`materialize` for an already validated request, made with ``settings`` (default: the defaults).
+
+    ``warn_unmatched=False``: say nothing of an ``allow_patterns`` entry that selects no file (a
+    one-file selection of a path the commit lacks, see :mod:`pytest_hfsnapshot.core.file_materialize`).
+    """
+    with own_work():
+        snapshot = _Engine(request, settings or Settings()).run()
+    for pattern in request.unmatched_allow_patterns(snapshot.files) if warn_unmatched else ():
         log.warning("hfsnapshot: %s", request.unmatched_pattern_message(pattern))
     return snapshot
 
@@ -209,7 +217,8 @@ def plan_request(request: SnapshotRequest, settings: Settings | None = None) -> 
         cache_layers=base.cache_layers,
     )
     # One unretried try is no verdict on the Hub: the call that follows spends the real budget.
-    return _Engine(request, planning, remembers_outages=False).plan()
+    with own_work():
+        return _Engine(request, planning, remembers_outages=False).plan()
 
 
 def resolve_revision(request: SnapshotRequest, settings: Settings | None = None) -> str:
@@ -222,7 +231,7 @@ def resolve_revision(request: SnapshotRequest, settings: Settings | None = None)
     TransientError, ...).
     """
     engine = _Engine(request, dataclasses.replace(settings or Settings(), offline=False, pins=None))
-    with gate.for_call(engine.repo.cache_dir, engine.settings.max_rate_wait, engine.settings.session):
+    with own_work(), gate.for_call(engine.repo.cache_dir, engine.settings.max_rate_wait, engine.settings.session):
         return engine._hub_commit()
 
 

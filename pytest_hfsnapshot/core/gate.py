@@ -47,6 +47,7 @@ from filelock import FileLock
 
 from ..errors import HfSnapshotError, RateLimitError
 from ..settings import DEFAULT_MAX_RATE_WAIT
+from . import observe
 from ._hf_compat import client_factory_in_place, client_factory_is
 from .layout import atomic_write_json, endpoint_file, endpoint_lock, gate_dir, read_json
 
@@ -214,6 +215,8 @@ class Gate:
                 "request": [*hooks.get("request", ()), self.before],
                 "response": [self.after, *hooks.get("response", ())],
             }
+            # Implicit Hub use is seen, and offline runs kept offline, on the same client.
+            observe.attach(client)
             return client
 
         gated_client.gate = self  # type: ignore[attr-defined]

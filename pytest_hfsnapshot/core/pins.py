@@ -2,9 +2,10 @@
 
 The format is the manifest's (:mod:`pytest_hfsnapshot.core.manifest`): a JSON list of objects with
 at least ``repo_id``, ``repo_type``, ``revision`` and ``commit``, so a manifest is a valid pin file.
-A pin is keyed by repo type, repo id and revision; the other keys of an entry (a manifest's
-``files`` and ``size``) are kept as they are and mean nothing here: every selection of a repo at a
-revision uses the same commit, so manifest entries that differ only in their files are one pin.
+A pin is keyed by repo type, repo id and revision: every selection of a repo at a revision uses the
+same commit, so manifest entries that differ only in their files are one pin. An entry's ``files``
+(and ``missing``, ``refused``) record an implicit use (CONTRACT section 9): the paths a prefetch
+fetches at the pinned commit, the paths it marks absent, and the Hub's refusal.
 
 Writing (``--hf-update-pins``, ``pytest-hfsnapshot pins update``) keeps every entry of a pin that
 did not move byte for byte, replaces the entries of a moved pin by one entry of the four keys,
@@ -29,6 +30,8 @@ from .layout import atomic_write_text
 
 #: The keys every pin entry has (a manifest entry has ``files`` and ``size`` besides).
 KEYS = ("repo_id", "repo_type", "revision", "commit")
+#: The Hub's refusals an implicit use records (``"refused"``), as its ``X-Error-Code`` names them.
+REFUSALS = ("RepoNotFound", "GatedRepo", "RevisionNotFound")
 #: A pin's identity: (repo type, repo id, revision); patterns do not matter.
 Key = tuple[str, str, str]
 
@@ -46,6 +49,12 @@ class Pin:
     repo_id: str
     revision: str
     commit: str
+    #: The paths recorded for the pin (``files`` of its entries, their union), or None when no entry has any.
+    files: tuple[str, ...] | None = None
+    #: Paths the commit does not have, recorded from an implicit use.
+    missing: tuple[str, ...] = ()
+    #: The Hub's refusal recorded for an implicit use (one of :data:`REFUSALS`).
+    refused: str | None = None
 
     @property
     def key(self) -> Key:
@@ -106,36 +115,90 @@ class PinFile:
         pin = self.pins.get(key(request))
         return pin.commit if pin is not None else None
 
+    def pin_for(self, repo_type: str, repo_id: str, revision: str) -> Pin | None:
+        """The pin of a repo at ``revision``; a commit id also finds the branch or tag pinned to it."""
+        pin = self.pins.get((repo_type, repo_id, revision))
+        if pin is None and is_commit(revision):
+            pin = next(
+                (p for p in self.pins.values() if (p.repo_type, p.repo_id, p.commit) == (repo_type, repo_id, revision)),
+                None,
+            )
+        return pin
+
+    def with_files(self) -> list[Pin]:
+        """The pins that record paths (``files``): what a prefetch fetches beside the declarations."""
+        return [pin for _, pin in sorted(self.pins.items()) if pin.files is not None or pin.refused is not None]
+
     def branches(self) -> list[Pin]:
         """The pins of a branch or tag (those that can move), in the file's order of keys."""
         return [pin for k, pin in sorted(self.pins.items()) if pin.moves]
 
-    def updated(self, commits: Mapping[Key, str]) -> Update:
+    def updated(self, commits: Mapping[Key, str], implicit: Mapping[Key, Recorded] | None = None) -> Update:
         """The file with ``commits`` (what each key's branch or tag points at now) written in.
 
         Keys the file lacks are added; pins ``commits`` does not name are kept as they are. A key
-        whose revision is a commit id needs no pin and is not added.
+        whose revision is a commit id needs no pin and is not added, unless ``implicit`` records
+        paths for it. ``implicit``: the implicit uses of the session, by key: their entry gets
+        ``files`` and ``missing`` (the union with the file's own, when the commit did not move) and
+        ``refused``; a key in both maps takes ``implicit``'s commit.
         """
         moved: list[Move] = []
         added: list[Pin] = []
         fresh: dict[Key, dict[str, Any]] = {}
-        for k in sorted(commits):
-            if is_commit(k[2]):
+        recorded = dict(implicit or {})
+        wanted = {**commits, **{k: r.commit for k, r in recorded.items()}}
+        for k in sorted(wanted):
+            use = recorded.get(k)
+            if is_commit(k[2]) and use is None:
                 continue
             repo_type, repo_id, revision = k
-            pin = Pin(repo_type, repo_id, revision, commits[k])
+            pin = Pin(repo_type, repo_id, revision, wanted[k])
             old = self.pins.get(k)
-            if old is not None and old.commit == pin.commit:
+            entry: dict[str, Any] = {name: getattr(pin, name) for name in KEYS}
+            if use is not None:
+                entry.update(_recorded_paths(use, old if old is not None and old.commit == pin.commit else None))
+            if old is not None and old.commit == pin.commit and (use is None or _same_paths(old, entry)):
                 continue
             if old is None:
                 added.append(pin)
-            else:
+            elif old.commit != pin.commit:
                 moved.append(Move(pin.label, old.commit, pin.commit))
-            fresh[k] = {name: getattr(pin, name) for name in KEYS}
+            fresh[k] = entry
         kept = [entry for entry in self.entries if _entry_key(entry) not in fresh]
         entries = sorted([*kept, *fresh.values()], key=_entry_key)  # stable: one pin's entries keep their order
         unchanged = len(self.pins) - len(moved)
         return Update(tuple(entries), tuple(moved), tuple(added), unchanged)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recorded:
+    """What a session recorded of one implicit use, for the pin file."""
+
+    commit: str
+    files: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    refused: str | None = None
+
+
+def _recorded_paths(use: Recorded, old: Pin | None) -> dict[str, Any]:
+    """The ``files``/``missing``/``refused`` keys of an implicit use's entry, with ``old``'s paths kept."""
+    files = set(use.files) | set(old.files or () if old is not None else ())
+    missing = (set(use.missing) | set(old.missing if old is not None else ())) - files
+    keys: dict[str, Any] = {"files": sorted(files)}
+    if missing:
+        keys["missing"] = sorted(missing)
+    refused = use.refused or (old.refused if old is not None else None)
+    if refused is not None:
+        keys["refused"] = refused
+    return keys
+
+
+def _same_paths(old: Pin, entry: Mapping[str, Any]) -> bool:
+    return (
+        tuple(old.files or ()) == tuple(entry.get("files", ()))
+        and old.missing == tuple(entry.get("missing", ()))
+        and old.refused == entry.get("refused")
+    )
 
 
 def key(request: SnapshotRequest) -> Key:
@@ -177,9 +240,18 @@ def read(path: str | os.PathLike[str], *, missing_ok: bool = False) -> PinFile:
                 f"commits ({known.commit} and {pin.commit}). Keep the entry of the commit you want; entries "
                 "that differ only in their files or patterns must pin the same commit."
             )
-        pins.setdefault(pin.key, pin)
+        pins[pin.key] = _union(known, pin) if known is not None else pin
         first.setdefault(pin.key, number)
     return PinFile(target, tuple(data), pins)
+
+
+def _union(a: Pin, b: Pin) -> Pin:
+    """One pin from two entries of the same key and commit: their recorded paths joined."""
+    if a.files is None and b.files is None:
+        return a
+    files = tuple(sorted(set(a.files or ()) | set(b.files or ())))
+    missing = tuple(sorted((set(a.missing) | set(b.missing)) - set(files)))
+    return dataclasses.replace(a, files=files, missing=missing, refused=a.refused or b.refused)
 
 
 # Parsed pin files by path, with the stat they were read under: a test session's thousands of
@@ -264,7 +336,47 @@ def _pin(path: Path, number: int, entry: object) -> Pin:
             f"{where}: the revision is itself a commit id, but the entry pins it to another commit ({commit}); "
             "a commit can only be pinned to itself."
         )
-    return Pin(request.repo_type, request.repo_id, request.revision, commit)
+    files = _paths(where, entry, "files")
+    missing = _paths(where, entry, "missing")
+    refused = entry.get("refused")
+    if refused is not None and refused not in REFUSALS:
+        raise InvalidRequestError(
+            f"{where}: refused must be one of {', '.join(REFUSALS)} (the Hub's error code), got {_excerpt(refused)}; "
+            "record the entry again with --hf-update-pins."
+        )
+    return Pin(
+        request.repo_type,
+        request.repo_id,
+        request.revision,
+        commit,
+        files=None if files is None else tuple(sorted(set(files))),
+        missing=tuple(sorted(set(missing or ()) - set(files or ()))),
+        refused=refused,
+    )
+
+
+def _paths(where: str, entry: Mapping[str, Any], name: str) -> list[str] | None:
+    """Entry ``name`` (``files`` or ``missing``) as repo paths; None when the entry has no such key."""
+    if name not in entry:
+        return None
+    value = entry[name]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidRequestError(
+            f'{where}: {name} must be a list of repo paths (strings such as "config.json"), got '
+            f"{_excerpt(value)}; fix the entry or record it again with --hf-update-pins."
+        )
+    for item in value:
+        if not _repo_path_ok(item):
+            raise InvalidRequestError(
+                f"{where}: {name} entry {item!r} is not a path inside the repo (relative, '/'-separated, "
+                "no '..' or empty part); fix the entry or record it again with --hf-update-pins."
+            )
+    return value
+
+
+def _repo_path_ok(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and "\\" not in path and "\0" not in path and all(p not in ("", ".", "..") for p in parts)
 
 
 def _entry_key(entry: Mapping[str, Any]) -> Key:
@@ -300,10 +412,12 @@ def _json_kind(value: object) -> str:
 
 __all__ = [
     "KEYS",
+    "REFUSALS",
     "Key",
     "Move",
     "Pin",
     "PinFile",
+    "Recorded",
     "Update",
     "key",
     "load",

@@ -66,9 +66,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     options = read_options(config)
     pinning.configure(config, options)
-    start(config, options)
+    state = start(config, options)
     if options.offline:
         config.stash[_RESTORE_KEY] = force_offline()
+    if options.implicit != "off":
+        from .implicit import ImplicitSession
+
+        state.implicit = ImplicitSession(config, options, state.session_id)
+        config.pluginmanager.register(state.implicit, "hfsnapshot-implicit")
+        state.install_gate()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -77,6 +83,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         restore()
         del config.stash[_RESTORE_KEY]
     state = find_state(config)
+    if state is not None and state.implicit is not None:
+        state.implicit.close()
     if state is not None:
         state.remove_gate()
     if state is not None and state.worker is None:
@@ -98,7 +106,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             prefetch_run.finish(session, state)
         if state.options.manifest is not None:
             reporting.write_manifest(session, state.options.manifest, state.all_uses())
-        pinning.finish(session, state.options, state.all_uses())
+        state.finish_implicit()
+        pinning.finish(session, state.options, state.all_uses(), state.implicit_uses)
 
 
 # --- collection and running ---------------------------------------------------------------------
@@ -174,6 +183,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         unreachable=outage.endpoints(state.options.effective_cache_dir(), state.session_id),
         pins=pinning.summary_lines(config),
     )
+    if state.implicit_uses:
+        from .implicit import summary_lines as implicit_lines
+
+        terminalreporter.write_sep("=", "hf implicit")
+        for line in implicit_lines(state.implicit_uses, pinning.pin_file_now(config), state.options.pins):
+            terminalreporter.write_line(line)
 
 
 # --- fixtures -----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -17,16 +18,20 @@ from ..errors import InvalidRequestError
 from ..settings import (
     AUTH_ACTIONS,
     DEFAULT_AUTH_ACTION,
+    DEFAULT_IMPLICIT,
     DEFAULT_LOCK_LEASE,
     DEFAULT_LOCK_TIMEOUT,
     DEFAULT_MAX_RATE_WAIT,
     DEFAULT_MISSING_ACTION,
     DEFAULT_RETRIES,
     DEFAULT_VERIFY,
+    IMPLICIT_ENV,
+    IMPLICIT_MODES,
     MIN_LOCK_LEASE,
     MISSING_ACTIONS,
     VERIFY_MODES,
     AuthAction,
+    ImplicitMode,
     MissingAction,
     Settings,
     VerifyMode,
@@ -63,6 +68,8 @@ class Options:
     cache_layers: tuple[Path, ...] = ()
     #: Seconds a lease lock lasts without renewal (``--hf-lock-lease``, else ``HFSNAPSHOT_LOCK_LEASE``).
     lock_lease: float = DEFAULT_LOCK_LEASE
+    #: What the plugin does with Hub use no declaration made (``--hf-implicit``, CONTRACT section 9).
+    implicit: ImplicitMode = DEFAULT_IMPLICIT
 
     def settings(self, session: str) -> Settings:
         """How this run's snapshots are made, for the processes of test session ``session``."""
@@ -274,6 +281,20 @@ OPTIONS: tuple[OptionSpec, ...] = (
         False,
     ),
     OptionSpec(
+        "--hf-implicit",
+        "Hub use that no declaration made (from_pretrained('org/name'), hf_hub_download, ...): report it "
+        "(and record it with --hf-update-pins); manage it (each file it downloads is fetched first under "
+        "the repo's lock, through the gate, with retries, and verified); fail its test when the pin file "
+        "does not list it (as manage otherwise); or leave it alone (off): "
+        + _choices(IMPLICIT_MODES, DEFAULT_IMPLICIT)
+        + f" ({IMPLICIT_ENV} gives the default)",
+        "string",
+        "",
+        choices=IMPLICIT_MODES,
+        default_text=f"{DEFAULT_IMPLICIT} ({IMPLICIT_ENV} gives another)",
+        env=IMPLICIT_ENV,
+    ),
+    OptionSpec(
         None,
         "snapshots --hf-prefetch-only fetches besides the selected tests' declarations (those "
         "hf_snapshots(...) gets): one per line, org/name[@revision] or a JSON object of its arguments",
@@ -394,6 +415,20 @@ def read_options(config: pytest.Config) -> Options:
             raise pytest.UsageError(f"{where}: {error}") from None
         return tuple(dict.fromkeys(paths))
 
+    def implicit() -> ImplicitMode:
+        value, where, _ = raw("hf_implicit")
+        if not str(value).strip():
+            value, where = os.environ.get(IMPLICIT_ENV, "") or DEFAULT_IMPLICIT, IMPLICIT_ENV
+        text = str(value).strip()
+        for mode in IMPLICIT_MODES:
+            if text == mode:
+                return mode
+        raise pytest.UsageError(
+            f"{where}: invalid value {value!r}; use one of: {', '.join(IMPLICIT_MODES)} "
+            "(report: only report and record Hub use no declaration made; manage: fetch, lock and verify "
+            "each file it downloads; fail: also fail tests whose use the pin file does not list; off: ignore it)"
+        )
+
     cache_dir = path("hf_cache_dir")
     return Options(
         # HF_HUB_OFFLINE is read here too: see pytest_hfsnapshot.offline.
@@ -417,6 +452,7 @@ def read_options(config: pytest.Config) -> Options:
         update_pins=bool(update_pins),
         cache_layers=layers(cache_dir),
         lock_lease=lease(),
+        implicit=implicit(),
     )
 
 

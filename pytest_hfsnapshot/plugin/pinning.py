@@ -9,6 +9,7 @@ process's snapshot uses (the workers' arrive through ``workeroutput``, see
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,6 +18,12 @@ from ..core.formats import count
 from ..errors import InvalidRequestError
 from .options import Options
 from .snapshot_uses import SnapshotUse
+
+if TYPE_CHECKING:
+    from ..core.implicit import ImplicitUse
+
+#: The commit a refused implicit use is pinned to: the Hub named none (a pin entry needs one).
+NO_COMMIT = "0" * 40
 
 _PIN_FILE_KEY = pytest.StashKey["pins.PinFile | None"]()
 _LINES_KEY = pytest.StashKey[list[str]]()
@@ -35,7 +42,28 @@ def configure(config: pytest.Config, options: Options) -> None:
     config.stash[_PIN_FILE_KEY] = pin_file
 
 
-def finish(session: pytest.Session, options: Options, uses: Sequence[SnapshotUse]) -> None:
+def pin_file(config: pytest.Config) -> pins.PinFile | None:
+    """The run's pin file as read at configure time, if any."""
+    return config.stash.get(_PIN_FILE_KEY, None)
+
+
+def pin_file_now(config: pytest.Config) -> pins.PinFile | None:
+    """The run's pin file as it is now (after ``--hf-update-pins`` wrote it), else as read at configure time."""
+    known = pin_file(config)
+    if known is None:
+        return None
+    try:
+        return pins.read(known.path)
+    except InvalidRequestError:
+        return known
+
+
+def finish(
+    session: pytest.Session,
+    options: Options,
+    uses: Sequence[SnapshotUse],
+    implicit: Sequence[ImplicitUse] = (),
+) -> None:
     """The controller's part at session finish: write ``--hf-update-pins``, keep the summary's lines.
 
     A file that cannot be written fails an otherwise green run, as the manifest does.
@@ -48,7 +76,10 @@ def finish(session: pytest.Session, options: Options, uses: Sequence[SnapshotUse
         config.stash[_LINES_KEY] = _not_pinned_lines(pin_file, uses)
         return
     confirmed = [use for use in uses if not use.snapshot.unverified_revision]
-    update = pin_file.updated({pins.key(use.request): use.snapshot.commit for use in _sorted(confirmed)})
+    update = pin_file.updated(
+        {pins.key(use.request): use.snapshot.commit for use in _sorted(confirmed)},
+        recorded(implicit, options),
+    )
     try:
         written = pins.write(pin_file.path, update)
     except OSError as error:
@@ -59,6 +90,33 @@ def finish(session: pytest.Session, options: Options, uses: Sequence[SnapshotUse
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return
     config.stash[_LINES_KEY] = _update_lines(pin_file, update, uses, written=written)
+
+
+def recorded(implicit: Sequence[ImplicitUse], options: Options) -> dict[pins.Key, pins.Recorded]:
+    """The implicit uses as the pin file records them; a use whose commit no answer named is resolved now."""
+    entries: dict[pins.Key, pins.Recorded] = {}
+    for use in implicit:
+        commit = use.commit
+        if commit is None and use.refused is None:
+            commit = _resolve(use, options)
+        if commit is None:
+            if use.refused is None:
+                continue
+            commit = NO_COMMIT
+        entries[use.key] = pins.Recorded(commit, tuple(sorted(use.files)), tuple(sorted(use.missing)), use.refused)
+    return entries
+
+
+def _resolve(use: ImplicitUse, options: Options) -> str | None:
+    from ..core.engine import resolve_revision
+    from ..errors import HfSnapshotError
+    from ..request import SnapshotRequest
+
+    try:
+        request = SnapshotRequest.build(use.repo_id, revision=use.revision, repo_type=use.repo_type)
+        return resolve_revision(request, options.settings("implicit-pins"))
+    except HfSnapshotError:
+        return None
 
 
 def _update_lines(
@@ -123,4 +181,4 @@ def _sorted(uses: Iterable[SnapshotUse]) -> list[SnapshotUse]:
     return sorted(uses, key=lambda use: (pins.key(use.request), use.snapshot.commit))
 
 
-__all__ = ["configure", "finish", "summary_lines"]
+__all__ = ["configure", "finish", "pin_file", "pin_file_now", "recorded", "summary_lines"]

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -31,6 +31,10 @@ from ..snapshot import Snapshot
 from .options import Options
 from .snapshot_uses import SnapshotUse, request_key
 from .verdicts import Verdict, auth_outcome, for_failure
+
+if TYPE_CHECKING:
+    from ..core.implicit import ImplicitUse
+    from .implicit import ImplicitSession
 
 _WORKERINPUT_SESSION = "hfsnapshot_session"
 _WORKEROUTPUT_KEY = "hfsnapshot"
@@ -70,6 +74,10 @@ class HfSnapshotSession:
         self._snapshots: dict[SnapshotRequest, Snapshot] = {}
         self._verdicts: dict[SnapshotRequest, Verdict] = {}
         self._lock = threading.Lock()
+        #: Implicit Hub use of this process (``--hf-implicit`` other than ``off``).
+        self.implicit: ImplicitSession | None = None
+        #: Every implicit use of the session, merged in the controller at its end.
+        self.implicit_uses: list[ImplicitUse] = []
 
     def fetch(self, request: SnapshotRequest, *, factory: bool = False) -> Snapshot:
         """The request's snapshot, materialized at most once by this process; core errors propagate.
@@ -161,8 +169,20 @@ class HfSnapshotSession:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.factory_tests = sum(1 for item in items if "hf_snapshots" in getattr(item, "fixturenames", ()))
 
+    def finish_implicit(self) -> None:
+        """The controller's merge of the session's implicit uses (the declared snapshots' files left out)."""
+        if self.implicit is None:
+            return
+        declared = [
+            (use.request.repo_type, use.request.repo_id, use.snapshot.commit, use.snapshot.files)
+            for use in self.all_uses()
+        ]
+        self.implicit_uses = self.implicit.all_uses(declared)
+
     def to_workeroutput(self, workeroutput: dict[str, Any]) -> None:
         """A worker's part of the session, for the controller (see :class:`XdistHooks`)."""
+        if self.implicit is not None:
+            self.implicit.to_workeroutput(workeroutput)
         workeroutput[_WORKEROUTPUT_KEY] = {
             "uses": [use.to_dict() for use in self.uses],
             "failure_memory_folders": sorted(self.failure_memory.folders),
@@ -210,6 +230,8 @@ class XdistHooks:
         for key, label, kind, message, cause in data.get("failed", ()):
             self.state.failed.setdefault(key, (label, kind, message, cause))
         self.state.worker_gate_folders.update(data.get("gate_folders", ()))
+        if self.state.implicit is not None:
+            self.state.implicit.from_worker(getattr(node, "workeroutput", {}))
 
 
 _STATE_KEY = pytest.StashKey[HfSnapshotSession]()

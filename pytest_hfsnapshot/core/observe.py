@@ -1,0 +1,452 @@
+"""Implicit Hub use seen where huggingface_hub does its work, and managed there (CONTRACT section 9).
+
+Three places see every load a library makes by repo id, whichever library it is:
+
+- the HTTP client the session's gate builds (:mod:`pytest_hfsnapshot.core.gate`): each request to
+  the Hub's endpoint, with its answer (revision, file metadata, refusals, absent paths); in an
+  offline run its transport answers recorded snapshots itself and lets nothing out;
+- ``hf_hub_download``'s download into the cache (every library binds ``hf_hub_download`` at
+  import; it looks this function up at call time): files obtained, and in ``manage`` mode the
+  file is materialized first;
+- ``try_to_load_from_cache``: the files transformers reads from the cache by commit with no request.
+
+The hooks are installed once per process and serve the innermost active :class:`Observer`
+(a pytester run inside a test session has its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..request import is_commit
+from ..settings import ImplicitMode, Settings
+from . import _hf_compat, hub_calls, local_answers
+from .implicit import Recorder, busy, own_work
+from .pins import REFUSALS, PinFile
+
+log = logging.getLogger("pytest_hfsnapshot")
+
+
+@dataclasses.dataclass
+class OfflineMiss:
+    """A load an offline run could not serve: in which phase, of which snapshot and path."""
+
+    phase: str
+    label: str
+    path: str
+
+
+class Observer:
+    """Implicit Hub use of one test session in this process: what is seen, and what is done about it."""
+
+    def __init__(
+        self,
+        *,
+        mode: ImplicitMode,
+        offline: Callable[[], bool],
+        endpoint: Callable[[], str],
+        pin_file: Callable[[], PinFile | None],
+        settings: Callable[[], Settings],
+    ) -> None:
+        self.mode = mode
+        self.recorder = Recorder()
+        self._offline = offline
+        self._endpoint = endpoint
+        self._pin_file = pin_file
+        self._settings = settings
+        self.offline_misses: list[OfflineMiss] = []
+        self._lock = threading.Lock()
+
+    @property
+    def manages(self) -> bool:
+        return self.mode in ("manage", "fail")
+
+    def offline(self) -> bool:
+        return self._offline()
+
+    # --- HTTP: requests and answers -------------------------------------------------------------
+    def on_request(self, request: Any) -> None:
+        """Send a pinned branch's requests at its commit (``manage``): no request names the branch."""
+        if not self.manages or busy() or self.offline():
+            return
+        url = str(request.url)
+        call = hub_calls.parse(url, self._endpoint())
+        if call is None or is_commit(call.revision) or call.kind == "info":
+            return
+        pin_file = self._pin_file()
+        pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
+        if pin is not None:
+            request.url = type(request.url)(hub_calls.with_revision(url, call, pin.commit))
+
+    def on_response(self, response: Any) -> None:
+        """Record what an answer of the Hub says of a snapshot (its commit, a path, an absence, a refusal)."""
+        if busy():
+            return
+        request = response.request
+        call = hub_calls.parse(str(request.url), self._endpoint())
+        if call is None or call.kind in ("xet-token", "other"):
+            return
+        status = int(response.status_code)
+        headers = response.headers
+        code = headers.get("X-Error-Code")
+        commit = headers.get("X-Repo-Commit") or (call.revision if is_commit(call.revision) else None)
+        note = self.recorder.note
+        revision = self._asked_revision(call)
+        if status >= 400:
+            if code in REFUSALS and status in (401, 403, 404):
+                note(call.repo_type, call.repo_id, revision, refused=code)
+            elif code == "EntryNotFound" and call.kind == "file":
+                note(call.repo_type, call.repo_id, revision, commit=commit, missing=call.path)
+            return
+        if call.kind == "file":
+            size = _int(headers.get("X-Linked-Size")) if request.method == "HEAD" else -1
+            if size < 0 and request.method == "HEAD":
+                size = _int(headers.get("Content-Length"))
+            note(call.repo_type, call.repo_id, revision, commit=commit, path=call.path, size=size)
+        elif call.kind in ("revision", "info"):
+            note(call.repo_type, call.repo_id, revision, commit=_sha(response) or commit)
+        elif call.kind == "paths-info":
+            note(call.repo_type, call.repo_id, revision, commit=commit)
+            for entry in _json_list(response):
+                if isinstance(entry, dict) and entry.get("type", "file") == "file" and "path" in entry:
+                    listed: Any = entry.get("size")
+                    note(
+                        call.repo_type,
+                        call.repo_id,
+                        revision,
+                        path=str(entry["path"]),
+                        size=listed if isinstance(listed, int) else -1,
+                    )
+        else:
+            note(call.repo_type, call.repo_id, revision, commit=commit)
+
+    def _asked_revision(self, call: hub_calls.HubCall) -> str:
+        """The revision a request was asked at: a pinned branch the plugin sent at its commit is the branch."""
+        if not is_commit(call.revision) or not self.manages:
+            return call.revision
+        pin_file = self._pin_file()
+        pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
+        return pin.revision if pin is not None else call.revision
+
+    def handle(self, inner: Any, request: Any) -> Any:
+        """The transport's step: offline, answer a recorded snapshot here and let nothing out."""
+        if not self.offline():
+            return inner.handle_request(request)
+        url = str(request.url)
+        call = hub_calls.parse(url, self._endpoint())
+        made = None
+        if call is not None:
+            made = local_answers.answer(call, str(request.method), self._pin_file(), self._cache_dir())
+        if made is None:
+            from huggingface_hub.errors import OfflineModeIsEnabled
+
+            raise OfflineModeIsEnabled(
+                f"Cannot reach {url}: this test session is offline (pytest --hf-offline or HF_HUB_OFFLINE=1), "
+                "and pytest-hfsnapshot lets no request of huggingface_hub out."
+            )
+        return _response(request, made)
+
+    def _cache_dir(self) -> Path:
+        cache = self._settings().resolved().cache_dir
+        assert cache is not None
+        return Path(cache)
+
+    # --- hf_hub_download into the cache ---------------------------------------------------------
+    def download(self, original: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        if busy() or kwargs.get("dry_run"):
+            return original(**kwargs)
+        repo_type = str(kwargs.get("repo_type") or "model")
+        repo_id = str(kwargs["repo_id"])
+        filename = str(kwargs["filename"])
+        asked = kwargs.get("revision") or "main"
+        revision = str.__str__(asked)
+        resolved = getattr(asked, "resolved", None)
+        cache_dir = Path(kwargs.get("cache_dir") or self._cache_dir())
+        offline = self.offline()
+        if offline:
+            self._replay(repo_type, repo_id, revision, filename)
+        elif self.manages and not kwargs.get("local_files_only") and not kwargs.get("force_download"):
+            prepared = self._prepare(cache_dir, repo_type, repo_id, str(resolved or revision), filename)
+            if prepared is not None:
+                kwargs = {**kwargs, "revision": prepared}
+        started = time.time()
+        try:
+            result = original(**kwargs)
+        except Exception as error:
+            self._failed(error, repo_type, repo_id, revision, filename, offline=offline)
+            raise
+        if isinstance(result, str):
+            commit = _commit_of(result)
+            size, fetched = _sizes(result, started)
+            self.recorder.note(repo_type, repo_id, revision, commit=commit, path=filename, size=size, fetched=fetched)
+        return result
+
+    def _prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> str | None:
+        from .file_materialize import prepare
+
+        settings = dataclasses.replace(self._settings(), cache_dir=cache_dir)
+        with own_work():
+            done = prepare(repo_type, repo_id, revision, path, settings)
+        return done.commit if done is not None else None
+
+    def _replay(self, repo_type: str, repo_id: str, revision: str, path: str) -> None:
+        """Offline: a recorded absence or refusal raises what the Hub's answer made the client raise online."""
+        pin_file = self._pin_file()
+        pin = pin_file.pin_for(repo_type, repo_id, revision) if pin_file is not None else None
+        if pin is None:
+            return
+        made = None
+        if pin.refused is not None:
+            made = local_answers.refusal(pin.refused, pin.commit)
+        elif path in pin.missing:
+            made = local_answers.missing(pin.commit)
+        if made is not None:
+            self.recorder.note(repo_type, repo_id, revision, commit=pin.commit, missing=path, refused=pin.refused)
+            _hf_compat.raise_for_answer(
+                _response(_request("HEAD", _resolve_url(repo_type, repo_id, revision, path)), made)
+            )
+
+    def _failed(
+        self, error: BaseException, repo_type: str, repo_id: str, revision: str, path: str, *, offline: bool
+    ) -> None:
+        from huggingface_hub import errors
+
+        note = self.recorder.note
+        if isinstance(error, errors.LocalEntryNotFoundError):
+            if offline:
+                label = f"{repo_type}s/{repo_id}@{revision}" if repo_type != "model" else f"{repo_id}@{revision}"
+                with self._lock:
+                    self.offline_misses.append(OfflineMiss(self.recorder.phase, label, path))
+            return
+        if isinstance(error, errors.EntryNotFoundError):
+            response = getattr(error, "response", None)
+            commit = response.headers.get("X-Repo-Commit") if response is not None else None
+            note(repo_type, repo_id, revision, commit=commit, missing=path)
+        elif isinstance(error, errors.GatedRepoError):
+            note(repo_type, repo_id, revision, refused="GatedRepo")
+        elif isinstance(error, errors.RepositoryNotFoundError):
+            note(repo_type, repo_id, revision, refused="RepoNotFound")
+        elif isinstance(error, errors.RevisionNotFoundError):
+            note(repo_type, repo_id, revision, refused="RevisionNotFound")
+
+    # --- try_to_load_from_cache -----------------------------------------------------------------
+    def lookup(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        result = original(*args, **kwargs)
+        if busy():
+            return result
+        bound = _bind(original, args, kwargs)
+        if bound is None:
+            return result
+        repo_id, filename = str(bound["repo_id"]), str(bound["filename"])
+        repo_type = str(bound.get("repo_type") or "model")
+        revision = str.__str__(bound.get("revision") or "main")
+        if isinstance(result, str):
+            commit = _commit_of(result)
+            if self.manages and not self.offline() and commit is not None:
+                cache_dir = Path(bound.get("cache_dir") or self._cache_dir())
+                self._prepare(cache_dir, repo_type, repo_id, commit, filename)
+                if not os.path.isfile(result):
+                    result = original(*args, **kwargs)
+            size = _size(result) if isinstance(result, str) else -1
+            self.recorder.note(repo_type, repo_id, revision, commit=commit, path=filename, size=size)
+        elif result is not None:  # huggingface_hub's _CACHED_NO_EXIST
+            self.recorder.note(repo_type, repo_id, revision, missing=filename)
+        return result
+
+
+# --- installation: hooks once per process, serving the innermost observer -----------------------
+
+_active: list[Observer] = []
+_undo: list[Callable[[], None]] = []
+_install_lock = threading.Lock()
+
+
+def current() -> Observer | None:
+    """The innermost active observer of this process, if any."""
+    return _active[-1] if _active else None
+
+
+@contextlib.contextmanager
+def observing(observer: Observer) -> Iterator[Observer]:
+    """Make ``observer`` the one the hooks serve while inside (hooks installed on first use)."""
+    start(observer)
+    try:
+        yield observer
+    finally:
+        stop(observer)
+
+
+def start(observer: Observer) -> None:
+    """Make ``observer`` the one the hooks serve until :func:`stop`."""
+    with _install_lock:
+        if not _undo:
+            _undo.append(_hf_compat.wrap_download_to_cache(_download_wrapper))
+            _undo.append(_hf_compat.hook_cache_lookup(_lookup_hook))
+        _active.append(observer)
+
+
+def stop(observer: Observer) -> None:
+    """Take ``observer`` out; the last one out removes the hooks."""
+    with _install_lock:
+        if observer in _active:
+            _active.remove(observer)
+        if not _active:
+            while _undo:
+                _undo.pop()()
+
+
+def _download_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    def download_to_cache_dir(**kwargs: Any) -> Any:
+        observer = current()
+        if observer is None:
+            return original(**kwargs)
+        return observer.download(original, kwargs)
+
+    return download_to_cache_dir
+
+
+def _lookup_hook(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    observer = current()
+    if observer is None:
+        return original(*args, **kwargs)
+    return observer.lookup(original, args, kwargs)
+
+
+class _Transport:
+    """A transport that lets the active observer answer (offline) before the real one sends."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: Any) -> Any:
+        observer = current()
+        if observer is None:
+            return self._inner.handle_request(request)
+        return observer.handle(self._inner, request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __enter__(self) -> _Transport:
+        self._inner.__enter__()
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        self._inner.__exit__(*args)
+
+
+def attach(client: Any) -> None:
+    """Give a new HTTP client of huggingface_hub the observation hooks and the offline transport."""
+
+    def on_request(request: Any) -> None:
+        observer = current()
+        if observer is not None:
+            observer.on_request(request)
+
+    def on_response(response: Any) -> None:
+        observer = current()
+        if observer is not None:
+            observer.on_response(response)
+
+    hooks = client.event_hooks
+    client.event_hooks = {
+        "request": [*hooks.get("request", ()), on_request],
+        "response": [*hooks.get("response", ()), on_response],
+    }
+    _hf_compat.wrap_client_transports(client, _Transport)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text) if text is not None else -1
+    except ValueError:
+        return -1
+
+
+def _sha(response: Any) -> str | None:
+    try:
+        response.read()
+        data = response.json()
+    except Exception:
+        return None
+    sha = data.get("sha") if isinstance(data, dict) else None
+    return sha if isinstance(sha, str) and is_commit(sha) else None
+
+
+def _json_list(response: Any) -> list[Any]:
+    try:
+        response.read()
+        data = response.json()
+    except Exception:
+        return []
+    return data if isinstance(data, list) else []
+
+
+def _commit_of(path: str) -> str | None:
+    """The commit of a path ``.../snapshots/<commit>/...`` of the cache."""
+    parts = Path(path).parts
+    for index, part in enumerate(parts[:-1]):
+        if part == "snapshots" and index + 1 < len(parts) and is_commit(parts[index + 1]):
+            return parts[index + 1]
+    return None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
+def _sizes(path: str, started: float) -> tuple[int, int]:
+    """The file's size, and the bytes this call fetched for it (its contents written since ``started``)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return -1, 0
+    return st.st_size, st.st_size if st.st_mtime >= started - 1 else 0
+
+
+def _bind(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        return dict(inspect.signature(function).bind(*args, **kwargs).arguments)
+    except TypeError:
+        return None
+
+
+def _resolve_url(repo_type: str, repo_id: str, revision: str, path: str) -> str:
+    from huggingface_hub import constants
+
+    prefix = {"dataset": "datasets/", "space": "spaces/"}.get(repo_type, "")
+    return f"{constants.ENDPOINT}/{prefix}{repo_id}/resolve/{revision}/{path}"
+
+
+def _http_module() -> Any:
+    import importlib
+
+    import huggingface_hub
+
+    return importlib.import_module(type(huggingface_hub.get_session()).__module__.split(".")[0])
+
+
+def _request(method: str, url: str) -> Any:
+    return _http_module().Request(method, url)
+
+
+def _response(request: Any, made: local_answers.Answer) -> Any:
+    return _http_module().Response(made.status, headers=dict(made.headers), content=made.body, request=request)
+
+
+__all__ = ["Observer", "OfflineMiss", "attach", "current", "observing", "start", "stop"]

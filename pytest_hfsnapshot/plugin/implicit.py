@@ -1,0 +1,218 @@
+"""Implicit Hub use in a test session (``--hf-implicit``): which test made it, the summary, ``fail``.
+
+The core sees and manages the loads (:mod:`pytest_hfsnapshot.core.observe`); this module tells it
+which test is running, ships each xdist worker's uses to the controller, adds what child processes
+left in the cache, writes the ``hf implicit`` section, fails the tests ``fail`` mode refuses, and
+adds one line to the failure of a load an offline run could not serve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..core import cache_changes, observe, pins
+from ..core.formats import human_size
+from ..core.implicit import COLLECTION, SESSION, ImplicitUse, Key, merged
+from ..request import repo_path
+from .options import Options
+
+_WORKEROUTPUT_KEY = "hfsnapshot_implicit"
+#: Where a session's pin file would be written when none is named (the commands the messages give).
+_PINS_HINT = "hf-pins.json"
+
+
+class ImplicitSession:
+    """This process's part of implicit Hub use: registered as a plugin when the mode is not ``off``."""
+
+    def __init__(self, config: pytest.Config, options: Options, session_id: str) -> None:
+        import huggingface_hub.file_download  # noqa: F401  (the hooks go on it now, before any test imports it)
+        from huggingface_hub import constants
+
+        self.config = config
+        self.options = options
+        self.observer = observe.Observer(
+            mode=options.implicit,
+            offline=options.effective_offline,
+            endpoint=lambda: str(constants.ENDPOINT),
+            pin_file=self._pin_file,
+            settings=lambda: options.settings(session_id),
+        )
+        self.worker_uses: list[ImplicitUse] = []
+        self._before: cache_changes.CacheState | None = None
+        #: Keys each fixture's setup used, by (baseid, name): ``fail`` fails every test that requests it.
+        self._fixture_keys: dict[tuple[str, str], set[Key]] = {}
+        self._fixture_stack: list[tuple[str, str]] = []
+        observe.start(self.observer)
+        if getattr(config, "workerinput", None) is None:
+            self._before = cache_changes.scan(options.effective_cache_dir())
+
+    def _pin_file(self) -> pins.PinFile | None:
+        if self.options.pins is None:
+            return None
+        try:
+            return pins.load(self.options.pins)
+        except Exception:
+            return None
+
+    def close(self) -> None:
+        observe.stop(self.observer)
+
+    # --- which test is running ------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> Generator[None, Any, Any]:
+        self.observer.recorder.phase = COLLECTION
+        try:
+            return (yield)
+        finally:
+            self.observer.recorder.phase = SESSION
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        self.observer.recorder.phase = item.nodeid
+        try:
+            return (yield)
+        finally:
+            self.observer.recorder.phase = SESSION
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any]) -> Generator[None, Any, Any]:
+        if fixturedef.scope == "function" or self.observer.mode != "fail":
+            return (yield)
+        owner = (fixturedef.baseid, fixturedef.argname)
+        before = self.observer.recorder.keys_of(self.observer.recorder.phase)
+        try:
+            return (yield)
+        finally:
+            used = self.observer.recorder.keys_of(self.observer.recorder.phase) - before
+            if used:
+                self._fixture_keys.setdefault(owner, set()).update(used)
+
+    # --- reports: fail mode, offline misses -----------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report: pytest.TestReport = yield
+        if report.when == "call" and report.passed and self.observer.mode == "fail":
+            unlisted = self._unlisted(item)
+            if unlisted:
+                report.outcome = "failed"
+                report.longrepr = fail_message(item.nodeid, unlisted, self.options.pins)
+        if report.failed:
+            lines = [
+                offline_miss_line(miss.label, miss.path, self.options.pins)
+                for miss in self.observer.offline_misses
+                if miss.phase == item.nodeid
+            ]
+            if lines:
+                _add_lines(report, list(dict.fromkeys(lines)))
+        return report
+
+    def _unlisted(self, item: pytest.Item) -> list[str]:
+        keys = set(self.observer.recorder.keys_of(item.nodeid))
+        names = set(getattr(item, "fixturenames", ()))
+        for (baseid, name), used in self._fixture_keys.items():
+            if name in names and item.nodeid.startswith(baseid):
+                keys |= used
+        pin_file = self._pin_file()
+        labels = []
+        for repo_type, repo_id, revision in sorted(keys):
+            listed = pin_file is not None and pin_file.pin_for(repo_type, repo_id, revision) is not None
+            if not listed:
+                labels.append(f"{repo_path(repo_id, repo_type)}@{revision}")
+        return labels
+
+    # --- xdist and the end of the session -------------------------------------------------------
+    def to_workeroutput(self, workeroutput: dict[str, Any]) -> None:
+        workeroutput[_WORKEROUTPUT_KEY] = [use.to_dict() for use in self.observer.recorder.uses()]
+
+    def from_worker(self, workeroutput: dict[str, Any]) -> None:
+        for data in workeroutput.get(_WORKEROUTPUT_KEY, ()):
+            self.worker_uses.append(ImplicitUse.from_dict(data))
+
+    def all_uses(self, declared: Sequence[tuple[str, str, str, Sequence[str]]] = ()) -> list[ImplicitUse]:
+        """Every implicit use of the session: this process's, the workers', and what child processes left.
+
+        ``declared``: (repo type, repo id, commit, files) of the declared snapshots, whose files in
+        the cache are not implicit use.
+        """
+        uses = merged([*self.observer.recorder.uses(), *self.worker_uses])
+        if self._before is not None:
+            after = cache_changes.scan(self.options.effective_cache_dir())
+            known = {(u.repo_type, u.repo_id, u.commit, p) for u in uses for p in (*u.files, *u.missing)}
+            known |= {(t, r, c, p) for t, r, c, files in declared for p in files}
+            for use in cache_changes.uses_between(self._before, after):
+                use.files = {
+                    p: s for p, s in use.files.items() if (use.repo_type, use.repo_id, use.commit, p) not in known
+                }
+                use.missing = {p for p in use.missing if (use.repo_type, use.repo_id, use.commit, p) not in known}
+                if use.files or use.missing:
+                    uses.append(use)
+            uses = merged(uses)
+        return uses
+
+
+def pins_hint(pin_path: Path | None) -> str:
+    """The command that records implicit uses into the run's pin file."""
+    return f"pytest --hf-pins={pin_path if pin_path is not None else _PINS_HINT} --hf-update-pins"
+
+
+def fail_message(nodeid: str, labels: Sequence[str], pin_path: Path | None) -> str:
+    """Why ``--hf-implicit=fail`` failed a test."""
+    where = f"the pin file {pin_path}" if pin_path is not None else "a pin file (no --hf-pins given)"
+    return (
+        f"{nodeid} loaded {', '.join(labels)} from the Hub by repo id, and {where} does not list "
+        f"{'it' if len(labels) == 1 else 'them'} (--hf-implicit=fail). Record the loads online with "
+        f"`{pins_hint(pin_path)}` and commit the pin file."
+    )
+
+
+def offline_miss_line(label: str, path: str, pin_path: Path | None) -> str:
+    """The line an offline run adds to a test that failed because a load was not in the cache."""
+    return (
+        f"hfsnapshot: {label} has no cached {path} for this offline run; record it online with "
+        f"`{pins_hint(pin_path)}`, then prefetch it with --hf-prefetch-only."
+    )
+
+
+def _add_lines(report: pytest.TestReport, lines: list[str]) -> None:
+    longrepr = report.longrepr
+    text = "\n".join(lines)
+    addsection = getattr(longrepr, "addsection", None)
+    if callable(addsection):
+        addsection("hfsnapshot", text)
+    elif isinstance(longrepr, str):
+        report.longrepr = f"{longrepr}\n{text}"
+    elif isinstance(longrepr, tuple):
+        path, lineno, message = longrepr
+        report.longrepr = (path, lineno, f"{message}\n{text}")
+
+
+def summary_lines(uses: Sequence[ImplicitUse], pin_file: pins.PinFile | None, pin_path: Path | None) -> list[str]:
+    """The ``hf implicit`` section's lines: one row per snapshot, then how many the pin file does not list."""
+    lines = []
+    for use in uses:
+        commit = (use.commit or "?" * 12)[:12]
+        first = use.tests[0] if use.tests else SESSION
+        state = f" refused ({use.refused})" if use.refused else ""
+        lines.append(
+            f"{repo_path(use.repo_id, use.repo_type)}@{use.revision} {commit} {len(use.files)} files "
+            f"{human_size(use.fetched)} fetched {len(use.tests)} tests (first: {first}){state}"
+        )
+    unlisted = [u for u in uses if pin_file is None or pin_file.pin_for(u.repo_type, u.repo_id, u.revision) is None]
+    where = f"the pin file {pin_path}" if pin_path is not None else "a pin file"
+    if unlisted:
+        n = len(unlisted)
+        lines.append(
+            f"hfsnapshot: {n} of {len(uses)} implicit snapshot{'s' if len(uses) != 1 else ''} "
+            f"{'is' if n == 1 else 'are'} not in {where}; record {'it' if n == 1 else 'them'} with "
+            f"`{pins_hint(pin_path)}`"
+        )
+    else:
+        lines.append(f"hfsnapshot: all {len(uses)} implicit snapshots are in {where}")
+    return lines
+
+
+__all__ = ["ImplicitSession", "fail_message", "offline_miss_line", "pins_hint", "summary_lines"]
