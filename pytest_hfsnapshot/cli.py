@@ -25,7 +25,7 @@ def prefetch_command(args: Sequence[str]) -> int:
     if list(args) in (["-h"], ["--help"]):
         _prefetch_parser().print_help()
         return 0
-    if not any(arg == "--repo" or arg.startswith("--repo=") for arg in args):
+    if not any(arg in ("--repo", "--pins") or arg.startswith(("--repo=", "--pins=")) for arg in args):
         # A fresh interpreter, not pytest.main here: this process has imported this package and
         # huggingface_hub's dependencies already, which pytest would warn it cannot assert-rewrite.
         return subprocess.call([sys.executable, "-m", "pytest", "--hf-prefetch-only", *args])
@@ -38,19 +38,27 @@ def _prefetch_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog=f"{PROG} prefetch",
-        usage=f"{PROG} prefetch [PYTEST ARGS...]\n       {PROG} prefetch --repo SPEC [--repo SPEC ...] [options]",
+        usage=f"{PROG} prefetch [PYTEST ARGS...]\n       {PROG} prefetch [--repo SPEC ...] [--pins PATH] [options]",
         description=(
             "Materialize Hugging Face Hub snapshots ahead of a test run, several repos in parallel. "
             "With pytest arguments (or none): run `pytest --hf-prefetch-only` with them, fetching every "
             "snapshot the selected tests declare and running no test (e.g. `prefetch tests/ -k bert "
-            "--hf-manifest=hf-manifest.json`). With --repo: fetch the given snapshots, without pytest. "
+            "--hf-manifest=hf-manifest.json`). With --repo: fetch the given snapshots, without pytest. With "
+            "--pins: also fetch the implicit uses the pin file records (its entries with files: exactly those "
+            "paths at the pinned commits, with the markers of their missing paths), without pytest. "
             "Exit 0 when all are ready, 1 when any is not."
         ),
     )
     parser.add_argument(
+        "--pins",
+        metavar="PATH",
+        help="a pin file: its branches and tags resolve to their pinned commits, and its entries with files "
+        "(implicit uses recorded by --hf-update-pins) are fetched",
+    )
+    parser.add_argument(
         "--repo",
         action="append",
-        required=True,
+        default=[],
         metavar="SPEC",
         help='org/name[@revision], datasets/org/name[@revision], or a JSON object such as \'{"repo_id": '
         '"org/name", "allow_patterns": ["*.json"]}\'; repeat for more',
@@ -95,7 +103,7 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     # Imported per command, so `--help` and the pytest path stay quick.
     from huggingface_hub import constants
 
-    from .core import gate, manifest, outage
+    from .core import gate, manifest, outage, pinned_files, pins
     from .core.engine import layer_roots, materialize_request, plan_request
     from .core.layers import env_layers, open_layers
     from .core.prefetch import prefetch, report_lines, stream_display
@@ -116,6 +124,15 @@ def _prefetch_repos(args: Sequence[str]) -> int:
             requests.append(parse_spec(spec))
         except InvalidRequestError as error:
             parser.error(f"--repo {spec!r}: {error}")
+    pin_file = None
+    if options.pins:
+        try:
+            pin_file = pins.read(os.path.abspath(options.pins))
+        except InvalidRequestError as error:
+            parser.error(f"--pins: {error}")
+        requests.extend(request for request in pinned_files.requests(pin_file) if request not in requests)
+    if not requests:
+        parser.error("nothing to prefetch: give --repo SPEC, or --pins PATH with entries that record files")
 
     # One session for the threads: they share one rate-limit gate and one verdict per outage.
     session = "prefetch-" + uuid.uuid4().hex[:16]
@@ -129,13 +146,16 @@ def _prefetch_repos(args: Sequence[str]) -> int:
             session=session,
             space_check=not options.no_space_check,
             cache_layers=options.cache_layer or env_layers(),
+            pins=pin_file.path if pin_file is not None else None,
         )
         open_layers(layer_roots(settings), cache_dir=Path(cache_dir), session=session)
     except InvalidRequestError as error:
         parser.error(str(error))
 
-    def fetch(request: SnapshotRequest) -> Snapshot:
+    def fetch_one(request: SnapshotRequest) -> Snapshot:
         return materialize_request(request, settings)
+
+    fetch = fetch_one if pin_file is None else pinned_files.fetcher(pin_file, fetch_one, lambda: cache_dir)
 
     def plan(request: SnapshotRequest) -> Need:
         return plan_request(request, settings)

@@ -38,6 +38,8 @@ class Prepared:
 
     commit: str
     present: bool
+    #: Bytes transferred for it (0 when the cache or a layer had it).
+    fetched: int = 0
 
 
 def prepare(repo_type: str, repo_id: str, revision: str, path: str, settings: Settings) -> Prepared | None:
@@ -62,7 +64,8 @@ def prepare(repo_type: str, repo_id: str, revision: str, path: str, settings: Se
         return None
     except HfSnapshotError as error:
         _raise_as_client(error)
-    return Prepared(snapshot.commit, path in snapshot.files)
+    fetched = snapshot.size if snapshot.source in ("download", "repair") else 0
+    return Prepared(snapshot.commit, path in snapshot.files, fetched)
 
 
 def _raise_as_client(error: HfSnapshotError) -> NoReturn:

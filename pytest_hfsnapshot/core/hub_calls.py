@@ -93,6 +93,8 @@ def with_revision(url: str, call: HubCall, commit: str) -> str:
     """``url`` with its revision segment replaced by ``commit`` (a pinned branch asked at its commit)."""
     quoted = quote(call.revision, safe="")
     parts = urlsplit(url)
+    if call.kind == "info":
+        return parts._replace(path=parts.path.rstrip("/") + f"/revision/{commit}").geturl()
     marker = {
         "revision": "/revision/",
         "tree": "/tree/",

@@ -7,6 +7,7 @@ This is the one module that knows the cache layout by hand::
         blobs/<etag>.<8 hex>.incomplete  a download in flight, or orphaned by a kill
         snapshots/<commit>/<path>        relative symlinks to ../../blobs/<etag>
         refs/<branch or tag>             the commit it pointed at when last resolved
+        .no_exist/<commit>/<path>        a path the commit does not have (an empty marker)
         blobs/<sha256> -> ../../blobs/<xx>/<xet hash>   a Xet file kept in the shared store
         trees/<commit>.json              the client's cached listing (written by its own code)
     {cache}/blobs/<xx>/<xet hash>        the shared blob store (huggingface_hub >= 1.33, Xet
@@ -153,6 +154,10 @@ class RepoCache:
 
     def tree_cache(self, commit: str) -> Path:
         return self.root / "trees" / f"{commit}.json"
+
+    def no_exist(self, commit: str, relpath: str) -> Path:
+        """``.no_exist/<commit>/<path>``: the client's marker of a path the commit does not have."""
+        return (self.root / ".no_exist" / commit).joinpath(*relpath.split("/"))
 
     def incomplete_blob(self, etag: str, tag: str) -> Path:
         """``blobs/<etag>.<tag>.incomplete``: where the client streams a download (``tag``: 8 hex, per download)."""

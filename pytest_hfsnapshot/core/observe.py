@@ -30,7 +30,9 @@ from typing import Any
 from ..request import is_commit
 from ..settings import ImplicitMode, Settings
 from . import _hf_compat, hub_calls, local_answers
+from .file_materialize import Prepared, prepare
 from .implicit import Recorder, busy, own_work
+from .layout import RepoCache
 from .pins import REFUSALS, PinFile
 
 log = logging.getLogger("pytest_hfsnapshot")
@@ -80,7 +82,7 @@ class Observer:
             return
         url = str(request.url)
         call = hub_calls.parse(url, self._endpoint())
-        if call is None or is_commit(call.revision) or call.kind == "info":
+        if call is None or is_commit(call.revision):
             return
         pin_file = self._pin_file()
         pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
@@ -131,11 +133,28 @@ class Observer:
 
     def _asked_revision(self, call: hub_calls.HubCall) -> str:
         """The revision a request was asked at: a pinned branch the plugin sent at its commit is the branch."""
-        if not is_commit(call.revision) or not self.manages:
-            return call.revision
+        return self.branch_of(call.repo_type, call.repo_id, call.revision, None)
+
+    def branch_of(self, repo_type: str, repo_id: str, revision: str, cache_dir: Path | None) -> str:
+        """The branch or tag a load by commit id stands for: the pin file's, else the cache's ref naming it.
+
+        Library code resolves ``main`` once and loads every file by commit (transformers); offline,
+        that resolution reads the cache's refs and sends nothing.
+        """
+        if not is_commit(revision):
+            return revision
         pin_file = self._pin_file()
-        pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
-        return pin.revision if pin is not None else call.revision
+        pin = pin_file.pin_for(repo_type, repo_id, revision) if pin_file is not None else None
+        if pin is not None:
+            return pin.revision
+        if cache_dir is not None:
+            refs = RepoCache(cache_dir, repo_id, repo_type).root / "refs"
+            with contextlib.suppress(OSError):
+                for name in sorted(os.listdir(refs)):
+                    with contextlib.suppress(OSError), open(refs / name) as ref:
+                        if ref.read().strip() == revision:
+                            return name
+        return revision
 
     def handle(self, inner: Any, request: Any) -> Any:
         """The transport's step: offline, answer a recorded snapshot here and let nothing out."""
@@ -171,14 +190,17 @@ class Observer:
         revision = str.__str__(asked)
         resolved = getattr(asked, "resolved", None)
         cache_dir = Path(kwargs.get("cache_dir") or self._cache_dir())
+        revision = self.branch_of(repo_type, repo_id, revision, cache_dir)
         offline = self.offline()
-        if offline:
-            self._replay(repo_type, repo_id, revision, filename)
-        elif self.manages and not kwargs.get("local_files_only") and not kwargs.get("force_download"):
+        started = time.time()
+        if offline or self.manages:
+            self._replay(repo_type, repo_id, revision, filename, refusals=offline)
+        managed = 0
+        if not offline and self.manages and not kwargs.get("local_files_only") and not kwargs.get("force_download"):
             prepared = self._prepare(cache_dir, repo_type, repo_id, str(resolved or revision), filename)
             if prepared is not None:
-                kwargs = {**kwargs, "revision": prepared}
-        started = time.time()
+                kwargs = {**kwargs, "revision": prepared.commit}
+                managed = prepared.fetched
         try:
             result = original(**kwargs)
         except Exception as error:
@@ -187,25 +209,26 @@ class Observer:
         if isinstance(result, str):
             commit = _commit_of(result)
             size, fetched = _sizes(result, started)
-            self.recorder.note(repo_type, repo_id, revision, commit=commit, path=filename, size=size, fetched=fetched)
+            self.recorder.note(
+                repo_type, repo_id, revision, commit=commit, path=filename, size=size, fetched=max(fetched, managed)
+            )
         return result
 
-    def _prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> str | None:
-        from .file_materialize import prepare
-
+    def _prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> Prepared | None:
         settings = dataclasses.replace(self._settings(), cache_dir=cache_dir)
         with own_work():
-            done = prepare(repo_type, repo_id, revision, path, settings)
-        return done.commit if done is not None else None
+            return prepare(repo_type, repo_id, revision, path, settings)
 
-    def _replay(self, repo_type: str, repo_id: str, revision: str, path: str) -> None:
-        """Offline: a recorded absence or refusal raises what the Hub's answer made the client raise online."""
+    def _replay(self, repo_type: str, repo_id: str, revision: str, path: str, *, refusals: bool) -> None:
+        """A recorded absence (and, offline, a refusal) raises what the Hub's answer made the client raise online."""
         pin_file = self._pin_file()
         pin = pin_file.pin_for(repo_type, repo_id, revision) if pin_file is not None else None
         if pin is None:
             return
         made = None
         if pin.refused is not None:
+            if not refusals:
+                return
             made = local_answers.refusal(pin.refused, pin.commit)
         elif path in pin.missing:
             made = local_answers.missing(pin.commit)
@@ -248,12 +271,12 @@ class Observer:
             return result
         repo_id, filename = str(bound["repo_id"]), str(bound["filename"])
         repo_type = str(bound.get("repo_type") or "model")
-        revision = str.__str__(bound.get("revision") or "main")
+        lookup_cache = Path(bound.get("cache_dir") or self._cache_dir())
+        revision = self.branch_of(repo_type, repo_id, str.__str__(bound.get("revision") or "main"), lookup_cache)
         if isinstance(result, str):
             commit = _commit_of(result)
             if self.manages and not self.offline() and commit is not None:
-                cache_dir = Path(bound.get("cache_dir") or self._cache_dir())
-                self._prepare(cache_dir, repo_type, repo_id, commit, filename)
+                self._prepare(lookup_cache, repo_type, repo_id, commit, filename)
                 if not os.path.isfile(result):
                     result = original(*args, **kwargs)
             size = _size(result) if isinstance(result, str) else -1

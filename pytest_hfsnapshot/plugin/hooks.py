@@ -69,7 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = start(config, options)
     if options.offline:
         config.stash[_RESTORE_KEY] = force_offline()
-    if options.implicit != "off":
+    if options.implicit != "off" and not options.prefetch_only:
         from .implicit import ImplicitSession
 
         state.implicit = ImplicitSession(config, options, state.session_id)

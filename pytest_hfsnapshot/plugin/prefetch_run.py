@@ -1,8 +1,9 @@
 """``pytest --hf-prefetch-only``: prefetch what the selected tests declare instead of running them.
 
 The selected tests are collected (paths, ``-k`` and ``-m`` apply); the snapshots they declare
-(``snapshot_fixture`` fixtures in their closure, the closest ``hf_snapshot`` marker) and those of
-the ini option ``hf_prefetch`` are fetched through the session object by
+(``snapshot_fixture`` fixtures in their closure, the closest ``hf_snapshot`` marker), those of
+the ini option ``hf_prefetch`` and the implicit uses the pin file records (its entries with
+``files``, :mod:`pytest_hfsnapshot.core.pinned_files`) are fetched through the session object by
 :func:`pytest_hfsnapshot.prefetch.prefetch`; ``--hf-manifest`` is written as after any run; no
 test runs. The exit status is 0 when every snapshot is ready, 1 when any is not; a run that
 selects no test and declares nothing keeps pytest's "no tests collected" status (5).
@@ -19,10 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..core import pinned_files
 from ..core.prefetch import Display, PrefetchResult, fit, prefetch, report_lines
 from ..core.specs import parse_spec
 from ..errors import InvalidRequestError
 from ..request import SnapshotRequest
+from ..snapshot import Snapshot
+from . import pinning
 from .declarations import requests_for_items
 from .session import HfSnapshotSession
 
@@ -53,7 +57,9 @@ def run(session: pytest.Session, state: HfSnapshotSession) -> bool | None:
     config = session.config
     if config.option.collectonly or (session.testsfailed and not config.option.continue_on_collection_errors):
         return None
-    requests = list(dict.fromkeys([*requests_for_items(session.items), *declared(config)]))
+    pin_file = pinning.pin_file(config)
+    recorded = pinned_files.requests(pin_file) if pin_file is not None else {}
+    requests = list(dict.fromkeys([*requests_for_items(session.items), *declared(config), *recorded]))
     display = terminal_display(config)
     display.line("")
     if config.stash.get(_DIST_OFF_KEY, False):
@@ -65,7 +71,10 @@ def run(session: pytest.Session, state: HfSnapshotSession) -> bool | None:
         )
         config.stash[_RESULT_KEY] = PrefetchResult((), 0.0)
         return True
-    result = prefetch(requests, state.fetch, display, plan=planner(state))
+    fetch: Callable[[SnapshotRequest], Snapshot] = state.fetch
+    if pin_file is not None and recorded:
+        fetch = pinned_files.fetcher(pin_file, state.fetch, state.options.effective_cache_dir)
+    result = prefetch(requests, fetch, display, plan=planner(state))
     for text in report_lines(result, on_auth_error=state.options.on_auth_error):
         display.line(text)
     config.stash[_RESULT_KEY] = result

@@ -1,0 +1,73 @@
+"""The implicit uses a pin file records, made ready for offline runs (CONTRACT section 9).
+
+Each pin entry with ``files`` becomes one request of exactly those paths at the pinned commit, which
+the prefetch fetches like a declaration (verified, under the repo's lock, through the gate,
+honouring layers). Once it is ready, huggingface_hub's markers for the ``missing`` paths are
+written, so that library code offline takes the branch it took online, and a path the commit does
+not have is an error naming the pin file, the entry and the path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import InvalidRequestError
+from ..request import SnapshotRequest
+from ..snapshot import Snapshot
+from .file_materialize import glob_escape
+from .layout import RepoCache
+from .pins import Pin, PinFile
+
+
+def requests(pin_file: PinFile) -> dict[SnapshotRequest, Pin]:
+    """One request per pin entry that records paths: its ``files`` at its revision (refusals excepted)."""
+    out: dict[SnapshotRequest, Pin] = {}
+    for pin in pin_file.with_files():
+        if pin.refused is not None or not pin.files:
+            continue
+        request = SnapshotRequest.build(
+            pin.repo_id,
+            revision=pin.revision,
+            repo_type=pin.repo_type,
+            allow_patterns=[glob_escape(path) for path in pin.files],
+        )
+        out[request] = pin
+    return out
+
+
+def fetcher(
+    pin_file: PinFile, fetch: Callable[[SnapshotRequest], Snapshot], cache_dir: Callable[[], str | os.PathLike[str]]
+) -> Callable[[SnapshotRequest], Snapshot]:
+    """``fetch`` for the prefetch: a recorded request is checked and its markers written once it is ready."""
+    recorded = requests(pin_file)
+
+    def fetch_recorded(request: SnapshotRequest) -> Snapshot:
+        snapshot = fetch(request)
+        pin = recorded.get(request)
+        if pin is not None:
+            finish(pin_file.path, pin, snapshot, Path(cache_dir()))
+        return snapshot
+
+    return fetch_recorded
+
+
+def finish(path: Path, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> None:
+    """Check that the commit had every recorded path; write the markers of the ``missing`` ones."""
+    lacking = sorted(set(pin.files or ()) - set(snapshot.files))
+    if lacking:
+        raise InvalidRequestError(
+            f"Pin file {path}, entry {pin.label}: files names {', '.join(repr(p) for p in lacking[:5])}"
+            f"{' and more' if len(lacking) > 5 else ''}, which commit {pin.commit} does not have. Record the "
+            f"entry again with `pytest --hf-pins={path} --hf-update-pins`, or remove those paths from it."
+        )
+    repo = RepoCache(cache_dir, pin.repo_id, pin.repo_type)
+    for missing in pin.missing:
+        marker = repo.no_exist(snapshot.commit, missing)
+        repo.require_inside(marker)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+
+__all__ = ["fetcher", "finish", "requests"]
