@@ -9,7 +9,6 @@ own exceptions; a failure the retries could not get past becomes the client's ow
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import NoReturn
 
@@ -23,6 +22,7 @@ from ..errors import (
 )
 from ..request import SnapshotRequest
 from ..settings import Settings
+from .implicit import Prepared
 
 _GLOB = re.compile(r"([*?\[])")
 
@@ -30,16 +30,6 @@ _GLOB = re.compile(r"([*?\[])")
 def glob_escape(path: str) -> str:
     """An ``allow_patterns`` entry that matches exactly ``path`` (fnmatch's brackets around its wildcards)."""
     return _GLOB.sub(r"[\1]", path)
-
-
-@dataclasses.dataclass(frozen=True)
-class Prepared:
-    """What materializing one file found: the commit, and whether the commit has the file."""
-
-    commit: str
-    present: bool
-    #: Bytes transferred for it (0 when the cache or a layer had it).
-    fetched: int = 0
 
 
 def prepare(repo_type: str, repo_id: str, revision: str, path: str, settings: Settings) -> Prepared | None:

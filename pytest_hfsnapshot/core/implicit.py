@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..request import is_commit, repo_path
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 #: (repo type, repo id, revision as asked): the pin key of an implicit use.
 Key = tuple[str, str, str]
@@ -106,6 +109,19 @@ def merged(uses: Iterable[ImplicitUse]) -> list[ImplicitUse]:
             known.merge(use)
     return [by_key[key] for key in sorted(by_key)]
 
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What materializing one file for a load found: the commit, whether it has the file, bytes fetched."""
+
+    commit: str
+    present: bool
+    #: Bytes transferred for it (0 when the cache or a layer had it).
+    fetched: int = 0
+
+
+#: Materializes one file (repo type, repo id, revision, path, settings); see :mod:`.file_materialize`.
+Preparer = Callable[[str, str, str, str, "Settings"], "Prepared | None"]
 
 _own_lock = threading.Lock()
 _own_depth = 0
@@ -214,4 +230,15 @@ class Recorder:
             return set(self._by_phase.get(phase, ()))
 
 
-__all__ = ["COLLECTION", "SESSION", "ImplicitUse", "Key", "Recorder", "busy", "merged", "own_work"]
+__all__ = [
+    "COLLECTION",
+    "SESSION",
+    "ImplicitUse",
+    "Key",
+    "Prepared",
+    "Preparer",
+    "Recorder",
+    "busy",
+    "merged",
+    "own_work",
+]

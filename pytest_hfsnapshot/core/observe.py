@@ -30,8 +30,7 @@ from typing import Any
 from ..request import is_commit
 from ..settings import ImplicitMode, Settings
 from . import _hf_compat, hub_calls, local_answers
-from .file_materialize import Prepared, prepare
-from .implicit import Recorder, busy, own_work
+from .implicit import Prepared, Preparer, Recorder, busy, own_work
 from .layout import RepoCache
 from .pins import REFUSALS, PinFile
 
@@ -58,8 +57,11 @@ class Observer:
         endpoint: Callable[[], str],
         pin_file: Callable[[], PinFile | None],
         settings: Callable[[], Settings],
+        prepare: Preparer | None = None,
     ) -> None:
         self.mode = mode
+        #: Materializes one file before the client reads it (``manage`` and ``fail``).
+        self._preparer = prepare
         self.recorder = Recorder()
         self._offline = offline
         self._endpoint = endpoint
@@ -215,9 +217,11 @@ class Observer:
         return result
 
     def _prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> Prepared | None:
+        if self._preparer is None:
+            return None
         settings = dataclasses.replace(self._settings(), cache_dir=cache_dir)
         with own_work():
-            return prepare(repo_type, repo_id, revision, path, settings)
+            return self._preparer(repo_type, repo_id, revision, path, settings)
 
     def _replay(self, repo_type: str, repo_id: str, revision: str, path: str, *, refusals: bool) -> None:
         """A recorded absence (and, offline, a refusal) raises what the Hub's answer made the client raise online."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ..core import cache_changes, observe, pins
+from ..core import cache_changes, file_materialize, observe, pins
 from ..core.formats import human_size
 from ..core.implicit import COLLECTION, SESSION, ImplicitUse, Key, merged
 from ..request import repo_path
@@ -40,6 +40,7 @@ class ImplicitSession:
             endpoint=lambda: str(constants.ENDPOINT),
             pin_file=self._pin_file,
             settings=lambda: options.settings(session_id),
+            prepare=file_materialize.prepare,
         )
         self.worker_uses: list[ImplicitUse] = []
         self._before: cache_changes.CacheState | None = None

@@ -52,7 +52,7 @@ def test_defaults(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
             "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, "
-            "space_check=True, max_rate_wait=300.0, pins=None, update_pins=False, cache_layers=(), lock_lease=60.0)*"
+            "space_check=True, max_rate_wait=300.0, pins=None, update_pins=False, cache_layers=(), lock_lease=60.0, implicit='report')*"
         ]
     )
 
@@ -87,7 +87,7 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
             "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
             f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
             f"space_check=False, max_rate_wait=0.0, pins={pins!r}, update_pins=True, cache_layers=({layer!r},), "
-            "lock_lease=7.5)*"
+            "lock_lease=7.5,*)*"
         ]
     )
 
@@ -127,7 +127,7 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
             "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
             f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
             f"space_check=False, max_rate_wait=90.0, pins={pins!r}, update_pins=True, cache_layers=({layer!r},), "
-            "lock_lease=30.0)*"
+            "lock_lease=30.0,*)*"
         ]
     )
 
@@ -151,7 +151,7 @@ def test_lock_lease_falls_back_to_the_environment(
     pytester.makeini(f"[pytest]\n{ini}\n")
     pytester.makeconftest(SHOW_OPTIONS)
     result = pytester.runpytest("-s", *args)
-    result.stdout.fnmatch_lines([f"*OPTIONS Options(*lock_lease={lease})*"])
+    result.stdout.fnmatch_lines([f"*OPTIONS Options(*lock_lease={lease},*)*"])
 
 
 @pytest.mark.parametrize("value", ["3", "soon", "inf"])
