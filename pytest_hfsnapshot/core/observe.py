@@ -117,7 +117,9 @@ class Observer:
                 size = _int(headers.get("Content-Length"))
             note(call.repo_type, call.repo_id, revision, commit=commit, path=call.path, size=size)
         elif call.kind in ("revision", "info"):
-            note(call.repo_type, call.repo_id, revision, commit=_sha(response) or commit)
+            # The body is the client's to read (a cut one must fail as it would): the commit comes
+            # from the files then loaded, or the refs the client writes (see branch_of).
+            note(call.repo_type, call.repo_id, revision, commit=commit)
         elif call.kind == "paths-info":
             note(call.repo_type, call.repo_id, revision, commit=commit)
             for entry in _json_list(response):
@@ -402,21 +404,12 @@ def _int(text: str | None) -> int:
         return -1
 
 
-def _sha(response: Any) -> str | None:
-    try:
-        response.read()
-        data = response.json()
-    except Exception:
-        return None
-    sha = data.get("sha") if isinstance(data, dict) else None
-    return sha if isinstance(sha, str) and is_commit(sha) else None
-
-
 def _json_list(response: Any) -> list[Any]:
+    """The JSON list of an answer; a body that cannot be read fails as it would when the client reads it."""
+    response.read()
     try:
-        response.read()
         data = response.json()
-    except Exception:
+    except ValueError:
         return []
     return data if isinstance(data, list) else []
 
