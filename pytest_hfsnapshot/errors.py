@@ -7,6 +7,8 @@ class names of lower-level causes, which are kept on ``__cause__`` for debugging
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class HfSnapshotError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -15,6 +17,18 @@ class HfSnapshotError(Exception):
         super().__init__(message)
         self.repo_id = repo_id
         self.revision = revision
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own reduce calls ``cls(*args)``, which drops the keyword-only fields (and
+        # fails where they are required): rebuild without ``__init__``, then restore the message and
+        # every field, so an error raised in a worker process reaches its parent whole (filelock's
+        # Timeout does the same). ``args`` goes in the state: OSError's ``__new__`` ignores it.
+        return _blank, (type(self),), {**self.__dict__, "args": self.args}
+
+
+def _blank(cls: type[HfSnapshotError]) -> HfSnapshotError:
+    """An instance of ``cls`` that ``__init__`` has not run on: pickle then sets its state."""
+    return cls.__new__(cls)
 
 
 class HfSnapshotWarning(UserWarning):
