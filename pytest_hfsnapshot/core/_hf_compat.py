@@ -349,17 +349,28 @@ def hook_cache_lookup(hook: Callable[..., Any]) -> Callable[[], None]:
             )
             + ". Run with --hf-implicit=off, or install a huggingface_hub release pytest-hfsnapshot supports."
         )
-    original = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__)
-    original.__kwdefaults__ = function.__kwdefaults__
+    previous = function.__globals__.get(_LOOKUP_HOOK)
+    hooked_before = code is _lookup_trampoline.__code__ and callable(previous)
+    if hooked_before:
+        original: Callable[..., Any] = previous  # type: ignore[assignment]
+    else:
+        plain = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__)
+        plain.__kwdefaults__ = function.__kwdefaults__
+        original = plain
 
     def call(*args: Any, **kwargs: Any) -> Any:
         return hook(original, *args, **kwargs)
 
+    call.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
     function.__globals__[_LOOKUP_HOOK] = call
     function.__code__ = _lookup_trampoline.__code__
 
     def undo() -> None:
-        if function.__globals__.get(_LOOKUP_HOOK) is call:
+        if function.__globals__.get(_LOOKUP_HOOK) is not call:
+            return
+        if hooked_before:
+            function.__globals__[_LOOKUP_HOOK] = previous
+        else:
             function.__code__ = code
             del function.__globals__[_LOOKUP_HOOK]
 

@@ -44,7 +44,13 @@ FILES: dict[str, dict[str, Any]] = {
 # A dotted path into huggingface_hub with a private part: `huggingface_hub.utils._http`, `..._tree_cache`.
 _PRIVATE_PATH = re.compile(r"^huggingface_hub(\.\w+)*\._\w+")
 # Private attributes of public modules, and public names of private modules, the compat module reads.
-_PRIVATE_ATTRIBUTES = {"_GLOBAL_CLIENT_FACTORY", "_HUB_ORIGINS", "_url_origin", "_staging_mode"}
+_PRIVATE_ATTRIBUTES = {
+    "_GLOBAL_CLIENT_FACTORY",
+    "_HUB_ORIGINS",
+    "_url_origin",
+    "_staging_mode",
+    "_hf_hub_download_to_cache_dir",
+}
 _NAMES_OF_PRIVATE_MODULES = {"XET_CONNECTION_INFO_CACHE", "TreeCacheEntry", "has_shared_blob", "shared_blobs_enabled"}
 
 
@@ -308,3 +314,83 @@ def test_xet_in_use_is_the_clients_own_rule(monkeypatch: pytest.MonkeyPatch, dis
     runtime = importlib.import_module("huggingface_hub.utils._runtime")
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", disable_xet)
     assert _hf_compat.xet_in_use() is runtime.is_xet_available()
+
+
+# --- implicit Hub use: the functions libraries bind at import, and the client's transports ---------
+
+
+def test_hf_hub_download_goes_through_the_wrapped_module_global(local_hub: LocalHub) -> None:
+    from huggingface_hub import hf_hub_download  # bound before the wrap, as libraries bind it
+
+    local_hub.add_repo("org/tiny", {"config.json": "{}"})
+    seen: list[dict[str, Any]] = []
+
+    def wrap(original: Any) -> Any:
+        def wrapper(**kwargs: Any) -> Any:
+            seen.append(kwargs)
+            return original(**kwargs)
+
+        return wrapper
+
+    undo = _hf_compat.wrap_download_to_cache(wrap)
+    try:
+        path = hf_hub_download("org/tiny", "config.json")
+    finally:
+        undo()
+    assert [(k["repo_id"], k["filename"], k["revision"]) for k in seen] == [("org/tiny", "config.json", "main")]
+    assert Path(path).read_text() == "{}"
+    hf_hub_download("org/tiny", "config.json")
+    assert len(seen) == 1, "undo put the original back"
+
+
+def test_a_release_without_the_download_global_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.file_download as file_download
+
+    monkeypatch.delattr(file_download, _hf_compat.DOWNLOAD_TO_CACHE)
+    with pytest.raises(_hf_compat.HubCompatibilityError, match=r"file_download\._hf_hub_download_to_cache_dir"):
+        _hf_compat.wrap_download_to_cache(lambda original: original)
+
+
+def test_try_to_load_from_cache_is_hooked_for_references_bound_before(tmp_path: Path) -> None:
+    from huggingface_hub import try_to_load_from_cache  # bound before the hook, as transformers binds it
+
+    seen: list[tuple[Any, ...]] = []
+
+    def hook(original: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(args)
+        return original(*args, **kwargs)
+
+    undo = _hf_compat.hook_cache_lookup(hook)
+    try:
+        assert try_to_load_from_cache("org/tiny", "config.json", cache_dir=tmp_path) is None
+    finally:
+        undo()
+    assert seen == [("org/tiny", "config.json")]
+    try_to_load_from_cache("org/tiny", "config.json", cache_dir=tmp_path)
+    assert len(seen) == 1, "undo restored the function's own code"
+
+
+def test_a_release_whose_cache_lookup_is_no_plain_function_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.file_download as file_download
+
+    monkeypatch.setattr(file_download, _hf_compat.CACHE_LOOKUP, object())
+    with pytest.raises(_hf_compat.HubCompatibilityError, match=r"file_download\.try_to_load_from_cache"):
+        _hf_compat.hook_cache_lookup(lambda original, *a, **k: original(*a, **k))
+
+
+def test_the_clients_transports_are_wrapped() -> None:
+    client = huggingface_hub.utils.get_session().__class__()  # type: ignore[attr-defined]
+    wrapped: list[object] = []
+
+    def wrap(transport: object) -> object:
+        wrapped.append(transport)
+        return transport
+
+    _hf_compat.wrap_client_transports(client, wrap)
+    assert wrapped and wrapped[0] is client._transport
+    client.close()
+
+
+def test_a_client_without_transports_names_what_is_missing() -> None:
+    with pytest.raises(_hf_compat.HubCompatibilityError, match="_transport and _mounts"):
+        _hf_compat.wrap_client_transports(object(), lambda transport: transport)
