@@ -1,0 +1,166 @@
+"""The pieces of implicit Hub use that need no pytest session: the Hub's routes, pin entries with
+``files``, the answers given in the Hub's stead, and what child processes leave in the cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from huggingface_hub import hf_hub_download, snapshot_download
+
+from pytest_hfsnapshot.core import cache_changes, hub_calls, local_answers, pins
+from pytest_hfsnapshot.core.implicit import ImplicitUse, Recorder, merged
+from pytest_hfsnapshot.errors import InvalidRequestError
+from pytest_hfsnapshot.testing.hub import LocalHub
+
+HUB = "http://127.0.0.1:9"
+C1 = "a" * 40
+C2 = "b" * 40
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (f"{HUB}/api/models/org/tiny/revision/main", ("revision", "model", "org/tiny", "main", "")),
+        (f"{HUB}/api/models/gpt2/revision/v1.0", ("revision", "model", "gpt2", "v1.0", "")),
+        (f"{HUB}/api/datasets/org/c/tree/{C1}?recursive=true", ("tree", "dataset", "org/c", C1, "")),
+        (f"{HUB}/api/models/org/tiny/tree/main/sub/dir", ("tree", "model", "org/tiny", "main", "sub/dir")),
+        (f"{HUB}/api/models/org/tiny/paths-info/refs%2Fpr%2F1", ("paths-info", "model", "org/tiny", "refs/pr/1", "")),
+        (f"{HUB}/api/spaces/org/s", ("info", "space", "org/s", "main", "")),
+        (f"{HUB}/org/tiny/resolve/main/sub/config.json", ("file", "model", "org/tiny", "main", "sub/config.json")),
+        (f"{HUB}/bert-base-uncased/resolve/{C1}/vocab.txt", ("file", "model", "bert-base-uncased", C1, "vocab.txt")),
+        (f"{HUB}/datasets/org/c/resolve/main/a%20b.csv", ("file", "dataset", "org/c", "main", "a b.csv")),
+        (f"{HUB}/api/models/org/tiny/xet-read-token/{C1}", ("xet-token", "model", "org/tiny", C1, "")),
+    ],
+)
+def test_hub_routes_are_read_as_calls(url: str, expected: tuple[str, ...]) -> None:
+    call = hub_calls.parse(url, HUB)
+    assert call is not None
+    assert (call.kind, call.repo_type, call.repo_id, call.revision, call.path) == expected
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.2:9/org/tiny/resolve/main/x", f"{HUB}/api/whoami-v2", f"{HUB}/"])
+def test_other_requests_are_no_calls(url: str) -> None:
+    assert hub_calls.parse(url, HUB) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "pinned"),
+    [
+        (f"{HUB}/api/models/org/tiny/revision/main?x=1", f"{HUB}/api/models/org/tiny/revision/{C1}?x=1"),
+        (f"{HUB}/api/models/org/tiny", f"{HUB}/api/models/org/tiny/revision/{C1}"),
+        (f"{HUB}/org/tiny/resolve/main/main/x", f"{HUB}/org/tiny/resolve/{C1}/main/x"),
+        (f"{HUB}/api/models/org/tiny/tree/refs%2Fpr%2F1", f"{HUB}/api/models/org/tiny/tree/{C1}"),
+    ],
+)
+def test_a_pinned_branch_is_asked_at_its_commit(url: str, pinned: str) -> None:
+    call = hub_calls.parse(url, HUB)
+    assert call is not None
+    assert hub_calls.with_revision(url, call, C1) == pinned
+
+
+def test_a_load_by_commit_is_filed_under_the_branch_that_resolved_to_it() -> None:
+    recorder = Recorder()
+    recorder.phase = "t.py::a"
+    recorder.note("model", "org/tiny", "main", commit=C1, path="config.json", size=2)
+    recorder.phase = "t.py::b"
+    recorder.note("model", "org/tiny", C1, path="vocab.txt", size=5)
+    recorder.note("model", "org/tiny", C2, missing="x.json")
+    (main, by_commit) = sorted(recorder.uses(), key=lambda use: use.revision != "main")
+    assert (main.revision, sorted(main.files), main.tests) == (
+        "main",
+        ["config.json", "vocab.txt"],
+        ["t.py::a", "t.py::b"],
+    )
+    assert (by_commit.revision, by_commit.commit, by_commit.missing) == (C2, C2, {"x.json"})
+
+
+def test_uses_merge_as_a_union_across_workers() -> None:
+    a = ImplicitUse("model", "org/t", "main", C1, {"a": 1}, {"m"}, tests=["x"], fetched=1)
+    b = ImplicitUse("model", "org/t", "main", C1, {"b": 2, "m": 3}, set(), tests=["y", "x"], fetched=2)
+    (use,) = merged([a, b])
+    assert (use.files, use.missing, use.tests, use.fetched) == ({"a": 1, "b": 2, "m": 3}, set(), ["x", "y"], 3)
+    assert ImplicitUse.from_dict(json.loads(json.dumps(use.to_dict()))) == use
+
+
+def entry(**extra: object) -> dict[str, object]:
+    return {"repo_id": "org/tiny", "repo_type": "model", "revision": "main", "commit": C1, **extra}
+
+
+def test_pin_entries_with_files_are_read_and_joined(tmp_path: Path) -> None:
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([entry(files=["b", "a"], missing=["x"]), entry(files=["c", "x"])]))
+    pin = pins.read(path).pins[("model", "org/tiny", "main")]
+    assert (pin.files, pin.missing) == (("a", "b", "c", "x"), ())
+    assert pins.read(path).pin_for("model", "org/tiny", C1) == pin
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ({"files": "config.json"}, "files must be a list of repo paths"),
+        ({"files": [1]}, "files must be a list of repo paths"),
+        ({"files": ["../etc/passwd"]}, "files entry '../etc/passwd' is not a path inside the repo"),
+        ({"missing": ["/abs"]}, "missing entry '/abs' is not a path inside the repo"),
+        ({"refused": "Nope"}, "refused must be one of RepoNotFound, GatedRepo, RevisionNotFound"),
+    ],
+)
+def test_malformed_recorded_paths_name_the_file_and_entry(tmp_path: Path, extra: dict[str, object], words: str) -> None:
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([entry(**extra)]))
+    with pytest.raises(InvalidRequestError) as raised:
+        pins.read(path)
+    assert f"Pin file {path}, entry 1 (org/tiny@main)" in str(raised.value)
+    assert words in str(raised.value)
+
+
+def test_an_update_records_paths_and_keeps_the_old_ones_at_the_same_commit(tmp_path: Path) -> None:
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([entry(files=["a"]), {**entry(), "repo_id": "org/kept"}]))
+    recorded = {("model", "org/tiny", "main"): pins.Recorded(C1, ("b",), ("m",))}
+    update = pins.read(path).updated({}, recorded)
+    assert [e.get("files") for e in update.entries] == [None, ["a", "b"]]
+    assert update.entries[1]["missing"] == ["m"]
+    moved = pins.read(path).updated({}, {("model", "org/tiny", "main"): pins.Recorded(C2, ("b",))})
+    assert moved.entries[1]["files"] == ["b"] and [m.line() for m in moved.moved] == [
+        f"org/tiny@main: {C1[:12]} -> {C2[:12]}"
+    ]
+
+
+def test_answers_for_a_recorded_snapshot(local_hub: LocalHub, tmp_path: Path) -> None:
+    commit = local_hub.add_repo("org/tiny", {"config.json": "{}", "model.safetensors": b"\x01" * 2048})
+    snapshot_download("org/tiny")
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([entry(commit=commit, files=["config.json"], missing=["x.json"])]))
+    pin_file = pins.read(path)
+
+    def ask(url: str, method: str = "HEAD") -> local_answers.Answer | None:
+        call = hub_calls.parse(f"{local_hub.url}{url}", local_hub.url)
+        assert call is not None
+        return local_answers.answer(call, method, pin_file, local_hub.cache_dir)
+
+    head = ask("/org/tiny/resolve/main/config.json")
+    assert head is not None and head.status == 200 and head.headers["X-Repo-Commit"] == commit
+    got = ask("/org/tiny/resolve/main/config.json", "GET")
+    assert got is not None and got.body == b"{}"
+    weights = ask("/org/tiny/resolve/main/model.safetensors")
+    assert weights is not None and weights.headers["X-Linked-Size"] == "2048"
+    absent = ask("/org/tiny/resolve/main/x.json")
+    assert absent is not None and (absent.status, absent.headers["X-Error-Code"]) == (404, "EntryNotFound")
+    revision = ask("/api/models/org/tiny/revision/main", "GET")
+    assert revision is not None and json.loads(revision.body)["sha"] == commit
+    assert ask("/org/other/resolve/main/config.json") is None
+
+
+def test_what_a_child_process_left_in_the_cache_is_a_use(local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/kept", {"config.json": "{}"})
+    commit = local_hub.add_repo("org/new", {"config.json": "{}"})
+    hf_hub_download("org/kept", "config.json")
+    before = cache_changes.scan(local_hub.cache_dir)
+    hf_hub_download("org/new", "config.json")
+    with pytest.raises(Exception):  # noqa: B017 - the Hub's 404, which leaves a marker
+        hf_hub_download("org/new", "absent.json")
+    (use,) = cache_changes.uses_between(before, cache_changes.scan(local_hub.cache_dir))
+    assert (use.repo_id, use.revision, use.commit) == ("org/new", "main", commit)
+    assert (sorted(use.files), use.missing, use.tests) == (["config.json"], {"absent.json"}, ["session"])
