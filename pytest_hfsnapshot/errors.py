@@ -44,7 +44,7 @@ class AuthError(HfSnapshotError):
 
     ``reason`` is one of ``"gated"``, ``"unauthorized"``, ``"not_found_or_private"``,
     ``"invalid_token"`` (the token itself was rejected). The pytest layer maps it to a skip
-    (``--hf-on-auth-error``) or a failure: see :func:`pytest_hfsnapshot.refusals.skips`.
+    (``--hf-on-auth-error``) or a failure: see :func:`pytest_hfsnapshot.core.refusals.skips`.
     """
 
     def __init__(

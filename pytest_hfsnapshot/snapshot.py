@@ -25,8 +25,9 @@ class Snapshot(os.PathLike[str]):
         commit: the 40-hex commit it resolved to.
         files: the snapshot's files, relative paths, sorted.
         size: their total size in bytes.
-        source: ``"cache"`` (served as cached), ``"download"`` (files were fetched) or ``"repair"``
-            (damaged files were fetched again).
+        source: ``"cache"`` (served as cached), ``"download"`` (files were fetched), ``"repair"``
+            (damaged files were fetched again) or ``"layer"`` (served from a read-only cache layer
+            with no transfer; ``layers`` names it).
         unverified_revision: the Hub could not be reached to confirm what a branch or tag points at.
         seconds: seconds spent materializing, lock wait included.
         lock_wait: seconds spent waiting for the repo lock.

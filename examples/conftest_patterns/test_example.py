@@ -16,7 +16,7 @@ def test_snapshot_is_a_path(tiny_bert: Snapshot) -> None:
     assert os.path.isdir(tiny_bert)
     assert (tiny_bert / "config.json").is_file()
     assert len(tiny_bert.commit) == 40  # the commit "main" pointed at when it was materialized
-    assert tiny_bert.source in ("cache", "download", "repair")
+    assert tiny_bert.source in ("cache", "download", "repair", "layer")
 
 
 def test_own_fixture(tiny_bert_config: dict[str, Any]) -> None:

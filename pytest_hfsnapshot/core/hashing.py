@@ -12,7 +12,7 @@ when the file verification finds is the very one that was followed (same device 
 with the size and modification time it had when the last byte was read, and the digest is the
 listing's etag. Anything else (a file renamed before it was seen, one that shrank, grew past its
 listed size or was replaced, a digest that differs) is read again in full by
-:func:`~pytest_hfsnapshot.verify.hash_mismatches`, and only that full read can find a file bad.
+:func:`~pytest_hfsnapshot.core.verify.hash_mismatches`, and only that full read can find a file bad.
 
 Where it fails: a writer that rewrites bytes already read, without the file shrinking at a
 moment the follower looks, and within the timestamp granularity of the filesystem after the last
@@ -205,7 +205,7 @@ class ArrivalHasher:
         )
 
     def mismatches(self, files: Iterable[tuple[ExpectedFile, Path]]) -> list[str]:
-        """:func:`~pytest_hfsnapshot.verify.hash_mismatches`, reading back only the files not hashed as they arrived."""
+        """:func:`.verify.hash_mismatches`, reading back only the files not hashed as they arrived."""
         rest = [(f, path) for f, path in files if not self.trusted(f, path)]
         for f, _ in rest:
             self.rehashed += f.size

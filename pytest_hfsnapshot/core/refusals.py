@@ -3,7 +3,7 @@
 No pytest here: the plugin turns these answers into skips, xfails or failures, prefetch lists
 them, and scripts can use them to classify errors raised by libraries that wrap huggingface_hub
 (transformers re-raises ``GatedRepoError`` as ``OSError(...) from e``). What counts as a refusal is
-decided by :func:`pytest_hfsnapshot.retry.classify`, the rule the engine follows too.
+decided by :func:`pytest_hfsnapshot.core.retry.classify`, the rule the engine follows too.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def find_auth_error(exc: BaseException) -> BaseException | None:
     """The exception in the chain of ``exc`` that makes it a refused Hub access, or None.
 
     Our own :class:`~pytest_hfsnapshot.errors.AuthError` first (its reason is already decided);
-    otherwise the link :func:`~pytest_hfsnapshot.retry.classify` decided on.
+    otherwise the link :func:`~pytest_hfsnapshot.core.retry.classify` decided on.
     """
     own = _own_refusal(exc)
     if own is not None:

@@ -222,7 +222,7 @@ class Problem:
 
     @property
     def blob_damaged(self) -> bool:
-        """Whether the bytes the link leads to must go too, not only the link (see :meth:`Repairer.remove`)."""
+        """Whether the bytes the link leads to must go too, not only the link (see :meth:`.repair.Repairer.remove`)."""
         return self.kind not in (ProblemKind.MISSING, ProblemKind.OTHER_BLOB, ProblemKind.LINK_OUTSIDE)
 
 
