@@ -48,7 +48,7 @@ from ..settings import (
     VerifyMode,
 )
 from ..snapshot import Snapshot, Source
-from . import error_builders, gate, outage, pins, refusals, retry, space, state, xet
+from . import error_builders, gate, outage, pins, refusals, retry, space, state, usage, xet
 from . import listing as listing_mod
 from ._hf_compat import xet_in_use
 from .credentials import token_set
@@ -838,6 +838,7 @@ class _Engine:
     ) -> Snapshot:
         """The Snapshot handed out; ``source`` becomes ``"layer"`` when a layer serves a file and
         nothing was ``transferred``."""
+        usage.record_use(self.repo.cache_dir, self.request.repo_type, self.request.repo_id, commit)
         layers = self.layers.serving(self.repo, files) if self.layers else ()
         if layers and not transferred:
             source = "layer"

@@ -24,6 +24,7 @@ delete from, so no lock file of ours is removed while it can be held::
                                          beside it, and .flock-probe
     locks/{repo folder}.softlock         the lease that replaces it where flock fails
     records/{repo folder}/...            completeness records
+    usage/{repo folder}/<commit>         when a snapshot of that commit was last handed out (its mtime)
     resolutions/{session}/...            branch resolutions shared by one test session
     refusals/{repo folder}.json          the Hub's last refusal of the repo (auth)
     outcomes/{session}/<key>.json        the failure memory shared by the workers of one test session
@@ -116,6 +117,22 @@ def endpoint_file(folder: str | os.PathLike[str], endpoint: str) -> Path:
 def endpoint_lock(path: Path) -> Path:
     """The lock held while an :func:`endpoint_file` is read and rewritten (kept: never delete a lock file)."""
     return path.with_name(f"{path.name}.lock")
+
+
+#: The folder-name prefix of each repo type (``models--org--name``), as huggingface_hub names them.
+REPO_FOLDER_PREFIXES = {"models": "model", "datasets": "dataset", "spaces": "space"}
+
+
+def repo_of_folder(name: str) -> tuple[str, str] | None:
+    """``(repo_type, repo_id)`` of a repo folder name (``models--org--name``), or None for any other name.
+
+    The inverse of :func:`repo_folder_name`: a repo id never holds ``--``, so every ``--`` is a ``/``.
+    """
+    prefix, sep, rest = name.partition("--")
+    repo_type = REPO_FOLDER_PREFIXES.get(prefix)
+    if repo_type is None or not sep or not rest or rest.startswith("-") or rest.endswith("-"):
+        return None
+    return repo_type, rest.replace("--", "/")
 
 
 def store_file(cache_dir: str | os.PathLike[str], xet_hash: str) -> Path:
@@ -383,6 +400,10 @@ class RepoCache:
             return []
         prefix = f"{commit}."
         return [folder / name for name in sorted(names) if name.startswith(prefix) and name.endswith(".json")]
+
+    def usage_path(self, commit: str) -> Path:
+        """The file whose modification time is the last use of a snapshot of ``commit`` (see :mod:`.usage`)."""
+        return self.own_dir / "usage" / self.folder_name / commit
 
     def resolution_path(self, session: str, revision: str) -> Path:
         safe_rev = revision.replace("/", "%2F")

@@ -604,3 +604,8 @@ def _parse_marker(text: str) -> dict[str, Any] | None:
         return None
     out.update(pid=int(pid), host=host)
     return out
+
+
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """The holder a filelock marker file names, as :func:`_read_marker` reads it (``doctor`` judges it)."""
+    return _read_marker(path)

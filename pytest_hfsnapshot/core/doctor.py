@@ -1,0 +1,1033 @@
+"""``pytest-hfsnapshot doctor``: every snapshot of a huggingface_hub cache (or of a read-only layer)
+checked offline, in one pass.
+
+:func:`scan` returns a :class:`Report`: one :class:`Finding` per problem (the kinds of
+:data:`KINDS`), what was checked, and which snapshots use which blobs (what repair and prune work
+from, :mod:`.doctor_fix`). It sends no request and writes nothing.
+
+A snapshot is checked against a listing: the plugin's records of its commit (every file they list
+must be there), else huggingface_hub's tree cache (the files present are checked: a selection is not
+missing the rest), else nothing, and it is counted ``unverifiable``. A writable cache is read
+through its ``snapshots/`` links, as huggingface_hub reads it; a layer by its records and blob
+names, as the plugin reads layers (:mod:`.layers`), links or not. With ``sha256``, each file that
+passed the cheap checks is read once, on every core, however many repos and commits link to it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import os
+import shutil
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import HfSnapshotError, InvalidRequestError
+from ..request import is_commit, repo_path
+from . import listing as listing_mod
+from . import state, usage
+from .formats import count, human_size
+from .layers import DEAD_ERRNOS
+from .layout import INCOMPLETE_RE, OWN_DIR, STORE_DIR, XET_HASH_RE, RepoCache, repo_folder_name, repo_of_folder
+from .locking import read_marker
+from .verify import Entry, ExpectedFile, Problem, ProblemKind, check_file, linked_blob_name, read_buffer
+
+#: The problem kinds, in the order a report lists them.
+KINDS = (
+    "missing",
+    "dangling-link",
+    "wrong-size",
+    "wrong-hash",
+    "incomplete",
+    "stale-lock",
+    "stale-lease",
+    "unreferenced-blob",
+    "bad-ref",
+    "unverifiable",
+)
+#: Kinds about a file of a snapshot: repaired by fetching that file again.
+FILE_KINDS = frozenset({"missing", "dangling-link", "wrong-size", "wrong-hash"})
+#: Counted apart: a snapshot nothing can check is neither damaged nor healthy.
+UNCOUNTED = frozenset({"unverifiable"})
+#: What a cache folder may hold at its root besides repo folders.
+CACHE_ROOT_NAMES = frozenset({STORE_DIR, ".locks", "CACHEDIR.TAG"})
+#: The environment variable that sets the doctor's clock (epoch seconds): prune ages and lease
+#: expiry are judged as if it were that time (tests move the clock forward with it).
+NOW_ENV = "HFSNAPSHOT_DOCTOR_NOW"
+_RCLONE_LINK = ".rclonelink"
+NO_LISTING = "no listing (no record of the plugin's, no huggingface_hub tree cache): not checked"
+_INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One problem: ``kind`` (of :data:`KINDS`), the repo (empty for the shared store), the revision
+    (a commit, a ref name, or empty), the path (a file of the snapshot, or an entry relative to the
+    repo folder or the cache) and what is wrong. ``where`` is the file on disk it is about and
+    ``size`` the bytes removing it would free (incomplete and unreferenced files)."""
+
+    kind: str
+    repo_id: str
+    repo_type: str
+    revision: str
+    path: str
+    detail: str
+    where: str = ""
+    size: int = 0
+
+    def to_json(self) -> dict[str, str]:
+        """The JSON form (``--json``): kind, repo, repo_type, revision, path, detail."""
+        return {
+            "kind": self.kind,
+            "repo": self.repo_id,
+            "repo_type": self.repo_type,
+            "revision": self.revision,
+            "path": self.path,
+            "detail": self.detail,
+        }
+
+    @property
+    def label(self) -> str:
+        """``org/name@<commit 12>``, ``datasets/org/name``, or ``shared store``."""
+        if not self.repo_id:
+            return "shared store"
+        name = repo_path(self.repo_id, self.repo_type)
+        if not self.revision:
+            return name
+        return f"{name}@{self.revision[:12] if is_commit(self.revision) else self.revision}"
+
+    def line(self) -> str:
+        """The finding as one line of the report."""
+        where = f" {self.path}:" if self.path else ":"
+        return f"{self.kind:<17} {self.label}{where} {self.detail}"
+
+
+@dataclasses.dataclass
+class Blob:
+    """One entry of a repo's ``blobs/``: its bytes (0 for a link), and the store entry it links to."""
+
+    name: str
+    size: int
+    store: str | None = None
+
+
+@dataclasses.dataclass
+class SnapshotState:
+    """One snapshot of the cache: its commit, the refs naming it, and the blob names it uses."""
+
+    commit: str
+    refs: tuple[str, ...]
+    listing: str
+    blobs: set[str]
+    xets: set[str]
+    last_use: float | None = None
+
+
+@dataclasses.dataclass
+class RepoState:
+    """One repo of the cache, as the scan found it."""
+
+    repo: RepoCache
+    snapshots: dict[str, SnapshotState]
+    blobs: dict[str, Blob]
+    #: Blob names (and Xet hashes) that listings of commits without a snapshot folder keep.
+    kept: set[str]
+    #: Paths of each commit found damaged (missing, dangling, wrong size or hash), by kind.
+    damaged: dict[str, dict[str, str]]
+
+
+@dataclasses.dataclass
+class Report:
+    """What :func:`scan` found."""
+
+    root: Path
+    layer: bool
+    sha256: bool
+    findings: list[Finding]
+    repos: dict[str, RepoState]
+    #: The shared store's files: Xet hash -> size.
+    store: dict[str, int]
+    files: int = 0
+    bytes: int = 0
+    hashed: int = 0
+    in_flight: int = 0
+    seconds: float = 0.0
+
+    @property
+    def problems(self) -> list[Finding]:
+        """The findings that make the cache unhealthy (unverifiable snapshots are counted apart)."""
+        return [f for f in self.findings if f.kind not in UNCOUNTED]
+
+    @property
+    def snapshots(self) -> int:
+        """Snapshots checked against a listing (the unverifiable ones are counted apart)."""
+        return sum(1 for r in self.repos.values() for snap in r.snapshots.values() if snap.listing)
+
+    @property
+    def unverifiable(self) -> int:
+        return sum(1 for f in self.findings if f.kind == "unverifiable" and not f.path)
+
+    def kinds(self) -> dict[str, int]:
+        """How many findings of each kind, in :data:`KINDS` order (kinds with none left out)."""
+        counted = {kind: 0 for kind in KINDS}
+        for f in self.findings:
+            counted[f.kind] += 1
+        return {kind: n for kind, n in counted.items() if n}
+
+    @property
+    def reclaimable(self) -> int:
+        """Bytes that unfinished downloads and unreferenced blobs hold."""
+        return sum(f.size for f in self.findings if f.kind in ("incomplete", "unreferenced-blob"))
+
+    def summary(self) -> dict[str, Any]:
+        """The summary, as ``--json`` writes it."""
+        return {
+            "cache": str(self.root),
+            "layer": self.layer,
+            "sha256": self.sha256,
+            "repos": len(self.repos),
+            "snapshots": self.snapshots,
+            "unverifiable": self.unverifiable,
+            "files": self.files,
+            "bytes": self.bytes,
+            "hashed_bytes": self.hashed,
+            "problems": len(self.problems),
+            "kinds": self.kinds(),
+            "reclaimable_bytes": self.reclaimable,
+            "in_flight": self.in_flight,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def summary_lines(self) -> list[str]:
+        """The summary, as the report's last lines."""
+        how = f"{human_size(self.hashed)} hashed" if self.sha256 else "sizes only; --sha256 hashes the contents"
+        checked = (
+            f"checked {count(self.snapshots, 'snapshot')} of {count(len(self.repos), 'repo')} in {self.root}: "
+            f"{count(self.files, 'file')}, {human_size(self.bytes)} ({how}) in {self.seconds:.2f}s"
+        )
+        problems = self.problems
+        if problems:
+            kinds = ", ".join(f"{kind} {n}" for kind, n in self.kinds().items() if kind not in UNCOUNTED)
+            verdict = f"{count(len(problems), 'problem')} ({kinds})"
+        else:
+            verdict = "healthy: no problem found"
+        extra = []
+        if self.unverifiable:
+            extra.append(f"{count(self.unverifiable, 'snapshot')} unverifiable (no listing: not checked)")
+        if self.in_flight:
+            extra.append(f"{count(self.in_flight, 'download')} in flight (left alone)")
+        extra.append(f"{human_size(self.reclaimable)} reclaimable")
+        return [checked, "; ".join([verdict, *extra])]
+
+
+class Progress:
+    """A status line redrawn on a terminal during a scan that lasts (nothing elsewhere)."""
+
+    def __init__(self, stream: TextIO | None, *, after: float = 1.0, every: float = 0.2) -> None:
+        self.stream = stream if stream is not None and stream.isatty() else None
+        self.started = time.monotonic()
+        self.after = after
+        self.every = every
+        self._shown = 0.0
+        self._drawn = False
+
+    def show(self, text: str, *, force: bool = False) -> None:
+        if self.stream is None:
+            return
+        now = time.monotonic()
+        if not force and (now - self.started < self.after or now - self._shown < self.every):
+            return
+        self._shown = now
+        width = shutil.get_terminal_size().columns - 1
+        print("\r" + text[:width].ljust(width), end="", file=self.stream, flush=True)
+        self._drawn = True
+
+    def clear(self) -> None:
+        if self.stream is not None and self._drawn:
+            width = shutil.get_terminal_size().columns - 1
+            print("\r" + " " * width + "\r", end="", file=self.stream, flush=True)
+            self._drawn = False
+
+
+def now_from_env() -> float:
+    """The doctor's clock: :data:`NOW_ENV` when set (a number of epoch seconds), else ``time.time()``."""
+    raw = os.environ.get(NOW_ENV, "").strip()
+    if not raw:
+        return time.time()
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidRequestError(f"{NOW_ENV}={raw!r} is not a number of seconds since the epoch.") from None
+
+
+def open_cache(path: str | os.PathLike[str], *, layer: bool) -> Path:
+    """The cache folder to check, resolved; InvalidRequestError naming it when it is not one.
+
+    A cache holds only repo folders, ``blobs/``, ``.locks/`` and ``CACHEDIR.TAG``; an empty folder
+    is an empty cache.
+    """
+    what = "cache layer" if layer else "cache folder"
+    given = os.fspath(path)
+    try:
+        st = os.stat(given)
+        if not stat.S_ISDIR(st.st_mode):
+            raise InvalidRequestError(f"The {what} {given} is not a folder: give a huggingface_hub cache folder.")
+        with os.scandir(given) as entries:
+            names = sorted(entry.name for entry in entries)
+    except FileNotFoundError:
+        hint = " Mount or create it first." if layer else " Give the cache with --cache-dir PATH (or HF_HUB_CACHE)."
+        raise InvalidRequestError(f"The {what} {given} does not exist.{hint}") from None
+    except OSError as error:
+        raise InvalidRequestError(
+            f"The {what} {given} cannot be read ({error.strerror}). Check that it is mounted and readable by this user."
+        ) from None
+    foreign = [name for name in names if name not in CACHE_ROOT_NAMES and repo_of_folder(name) is None]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        hint = ""
+        if "hub" in foreign and os.path.isdir(os.path.join(given, "hub")):
+            hint = f" Did you mean {os.path.join(given, 'hub')} (HF_HOME/hub)?"
+        raise InvalidRequestError(
+            f"{given} is not a huggingface_hub cache: it holds {shown}, which a cache never does (a cache holds only "
+            f"models--*, datasets--*, spaces--* folders, blobs/, .locks/ and CACHEDIR.TAG). Give the cache folder "
+            f"itself.{hint}"
+        )
+    return Path(os.path.realpath(given))
+
+
+def scan(
+    root: Path,
+    *,
+    layer: bool = False,
+    sha256: bool = False,
+    layers: Sequence[Path] = (),
+    now: float | None = None,
+    progress: Progress | None = None,
+    only: Iterable[str] | None = None,
+) -> Report:
+    """Check every snapshot of the cache ``root`` (see the module docstring); no network, no write.
+
+    ``layer``: read ``root`` as a read-only layer (by records and blob names). ``layers``: the
+    read-only layers a writable cache's blobs may link into. ``now``: the clock for lease expiry
+    and ages. ``only``: repo folder names to check (the others, and the shared store, are left out).
+    A layer that fails while it is read (a dead mount) raises its OSError.
+    """
+    scanner = _Scanner(root, layer=layer, sha256=sha256, layers=layers, now=time.time() if now is None else now)
+    scanner.progress = progress or Progress(None)
+    return scanner.run(only)
+
+
+@dataclasses.dataclass
+class _HashJob:
+    size: int
+    #: (repo state, commit, the listing's entry) of every snapshot file whose bytes these are.
+    users: list[tuple[RepoState, str, ExpectedFile]]
+
+
+class _Scanner:
+    def __init__(self, root: Path, *, layer: bool, sha256: bool, layers: Sequence[Path], now: float) -> None:
+        self.root = root
+        self.layer = layer
+        self.sha256 = sha256
+        self.layers = tuple(layers)
+        self.now = now
+        self.progress = Progress(None)
+        self.report = Report(root, layer, sha256, [], {}, {})
+        self.jobs: dict[str, _HashJob] = {}
+        self._seen: set[tuple[str, str, str, str, str]] = set()
+        self._stale_lease_hosts: dict[str, str] = {}
+
+    def run(self, only: Iterable[str] | None) -> Report:
+        started = time.monotonic()
+        wanted = None if only is None else set(only)
+        names = sorted(name for name in list_names(self.root) if repo_of_folder(name) is not None)
+        self._scan_own_locks(wanted)
+        for name in names:
+            if wanted is not None and name not in wanted:
+                continue
+            found = repo_of_folder(name)
+            assert found is not None
+            if not stat.S_ISDIR(_lstat_mode(self.root / name)):
+                continue
+            repo_type, repo_id = found
+            repo = RepoCache(self.root, repo_id, repo_type)
+            state_ = RepoState(repo, {}, {}, set(), {})
+            self.report.repos[name] = state_
+            self._scan_repo(state_)
+        if self.sha256:
+            self._hash()
+        for name in names:
+            if name in self.report.repos:
+                self._scan_blobs(self.report.repos[name])
+        if wanted is None:
+            self._scan_store()
+        sort_findings(self.report.findings)
+        self.report.seconds = time.monotonic() - started
+        self.progress.clear()
+        return self.report
+
+    # --- findings -------------------------------------------------------------------------------
+    def add(self, finding: Finding) -> None:
+        # A damaged file that several commits of a repo link to is one problem (the key has no commit).
+        key = (finding.kind, finding.repo_type, finding.repo_id, finding.path, finding.where)
+        if finding.where and finding.kind in FILE_KINDS:
+            if key in self._seen:
+                return
+            self._seen.add(key)
+        self.report.findings.append(finding)
+
+    def note(
+        self, repo: RepoCache, kind: str, revision: str, path: str, detail: str, where: str = "", size: int = 0
+    ) -> None:
+        self.add(Finding(kind, repo.repo_id, repo.repo_type, revision, path, detail, where, size))
+
+    def _file_problem(self, st: RepoState, commit: str, kind: str, path: str, detail: str, where: str = "") -> None:
+        st.damaged.setdefault(commit, {})[path] = kind
+        self.note(st.repo, kind, commit, path, detail, where)
+
+    # --- one repo -------------------------------------------------------------------------------
+    def _scan_repo(self, st: RepoState) -> None:
+        repo = st.repo
+        refs = self._scan_refs(st)
+        commits = self._commits(repo)
+        for commit in sorted(commits):
+            snap = SnapshotState(commit, tuple(sorted(refs.get(commit, ()))), "", set(), set())
+            if (self._check_layer_snapshot if self.layer else self._check_snapshot)(st, snap):
+                st.snapshots[commit] = snap
+                if not self.layer:
+                    snap.last_use = usage.last_use(repo, commit)
+        # Listings of commits a ref names but no snapshot holds keep their blobs (a download in its first steps).
+        for commit in set(refs) - set(st.snapshots):
+            tree = self._tree(repo, commit) or {}
+            st.kept.update(f.blob_name for f in tree.values())
+            st.kept.update(f.xet for f in tree.values() if f.xet)
+        self._scan_incomplete(st)
+
+    def _commits(self, repo: RepoCache) -> set[str]:
+        """The commits to check: snapshot folders; in a layer also those of records and listings."""
+        found = {name for name in list_names(repo.root / "snapshots") if is_commit(name)}
+        if self.layer:
+            found.update(name.split(".", 1)[0] for name in list_names(repo.records_dir) if name.endswith(".json"))
+            found.update(name[: -len(".json")] for name in list_names(repo.root / "trees") if name.endswith(".json"))
+            found = {commit for commit in found if is_commit(commit)}
+        return found
+
+    def _scan_refs(self, st: RepoState) -> dict[str, list[str]]:
+        """Each ref file: ``bad-ref`` when empty, a link, or not a commit; the refs naming each commit."""
+        repo = st.repo
+        named: dict[str, list[str]] = {}
+        for name, path in walk_entries(repo.root / "refs"):
+            try:
+                mode = os.lstat(path).st_mode
+                if stat.S_ISLNK(mode):
+                    problem = "a symlink, not a ref file"
+                elif not stat.S_ISREG(mode):
+                    problem = "not a regular file"
+                else:
+                    with open(path, "rb") as handle:
+                        data = handle.read(256)
+                    text = data.decode("ascii", errors="replace").strip()
+                    if is_commit(text):
+                        named.setdefault(text, []).append(name)
+                        continue
+                    problem = "empty" if not data else f"holds {len(data)} bytes that are not a commit id"
+            except OSError as error:
+                self._dead(error)
+                problem = f"unreadable ({error.strerror})"
+            self.note(repo, "bad-ref", name, f"refs/{name}", problem, str(path))
+        return named
+
+    def _tree(self, repo: RepoCache, commit: str) -> dict[str, ExpectedFile] | None:
+        try:
+            raw = repo.read_listing_cache(commit)
+            return None if raw is None else listing_mod.parse(repo, raw)
+        except OSError as error:
+            self._dead(error)
+            return None
+        except (HfSnapshotError, KeyError, TypeError, ValueError):
+            return None
+
+    def _records(self, repo: RepoCache, commit: str) -> dict[str, ExpectedFile]:
+        try:
+            return state.vouched(repo, commit)
+        except OSError as error:
+            self._dead(error)
+            return {}
+
+    def _check_snapshot(self, st: RepoState, snap: SnapshotState) -> bool:
+        """A snapshot folder of a writable cache, read through its links."""
+        repo, commit = st.repo, snap.commit
+        folder = repo.snapshot_dir(commit)
+        if not stat.S_ISDIR(_lstat_mode(folder)):
+            detail = f"snapshots/{commit} is not a folder (a symlink or a file): not checked"
+            self.note(repo, "unverifiable", commit, "", detail, str(folder))
+            return False
+        present = [name for name, _ in walk_entries(folder)]
+        records = self._records(repo, commit)
+        tree = self._tree(repo, commit)
+        snap.listing = "record" if records else "tree" if tree is not None else ""
+        expected: dict[str, ExpectedFile] = dict(records)
+        unlisted = []
+        for name in present:
+            if name in expected:
+                continue
+            if tree is not None and name in tree:
+                expected[name] = tree[name]
+            else:
+                unlisted.append(name)
+        if tree is not None:
+            snap.blobs.update(f.blob_name for f in tree.values())
+            snap.xets.update(f.xet for f in tree.values() if f.xet)
+        snapshot_dir = str(folder)
+        for name in unlisted:
+            blob = linked_blob_name(snapshot_dir, name)
+            if blob is not None:
+                snap.blobs.add(blob)
+            link = os.path.join(snapshot_dir, name)
+            if os.path.islink(link) and not os.path.exists(link):
+                self._file_problem(st, commit, "dangling-link", name, "the link leads nowhere", link)
+        if not snap.listing:
+            self.note(repo, "unverifiable", commit, "", NO_LISTING)
+            return True
+        for name in unlisted:
+            self.note(repo, "unverifiable", commit, name, "no listing of the commit names it")
+        for f in expected.values():
+            self.report.files += 1
+            self._tick()
+            problem = check_file(repo, snapshot_dir, f, self.layers)
+            if problem is not None and problem.kind is ProblemKind.OTHER_BLOB:
+                linked = linked_blob_name(snapshot_dir, f.path)
+                if linked is not None:
+                    candidate = dataclasses.replace(f, blob=linked)
+                    again = check_file(repo, snapshot_dir, candidate, self.layers)
+                    if again is None or again.kind is not ProblemKind.OTHER_BLOB:
+                        f, problem = candidate, again
+            snap.blobs.add(f.blob_name)
+            if f.xet:
+                snap.xets.add(f.xet)
+            if problem is not None:
+                kind, detail = _describe(problem, f, listed_by=snap.listing)
+                self._file_problem(st, commit, kind, f.path, detail, _bytes_path(repo, snapshot_dir, f))
+                continue
+            self.report.bytes += f.size
+            if self.sha256:
+                self._job(_bytes_path(repo, snapshot_dir, f), st, commit, f)
+        return True
+
+    def _check_layer_snapshot(self, st: RepoState, snap: SnapshotState) -> bool:
+        """A commit of a layer, read by its records and blob names (never through ``snapshots/`` links)."""
+        repo, commit = st.repo, snap.commit
+        records = self._records(repo, commit)
+        tree = self._tree(repo, commit)
+        snap.listing = "record" if records else "tree" if tree is not None else ""
+        if not snap.listing:
+            self.note(repo, "unverifiable", commit, "", NO_LISTING)
+            return True
+        expected: dict[str, tuple[ExpectedFile, bool]] = {path: (f, True) for path, f in records.items()}
+        for path, f in (tree or {}).items():
+            expected.setdefault(path, (f, False))
+            snap.blobs.add(f.blob_name)
+            if f.xet:
+                snap.xets.add(f.xet)
+        for f, required in expected.values():
+            file, problem = _layer_bytes(repo, self.root, f)
+            if file is None and problem is None:
+                if required:
+                    self.report.files += 1
+                    where = f"blobs/{f.blob_name}" + (f" nor the shared-store file {f.xet[:12]}" if f.xet else "")
+                    self._file_problem(
+                        st, commit, "missing", f.path, f"not in the layer: neither {where} (the record lists it)"
+                    )
+                continue  # not part of the selection this layer holds
+            self.report.files += 1
+            self._tick()
+            snap.blobs.add(f.blob_name)
+            if f.xet:
+                snap.xets.add(f.xet)
+            if problem is not None:
+                kind, detail = _describe(problem, f, listed_by=snap.listing)
+                self._file_problem(st, commit, kind, f.path, detail, str(file or ""))
+                continue
+            assert file is not None
+            self.report.bytes += f.size
+            if self.sha256:
+                self._job(str(file), st, commit, f)
+        return True
+
+    def _scan_incomplete(self, st: RepoState) -> None:
+        repo = st.repo
+        for name in list_names(repo.blobs):
+            match = INCOMPLETE_RE.match(name)
+            if match is None:
+                continue
+            path = repo.blobs / name
+            try:
+                info = os.lstat(path)
+            except OSError as error:
+                self._dead(error)
+                continue
+            if not self.layer and _lock_held(repo.blob_lock(match.group("etag")), self.now):
+                self.report.in_flight += 1
+                continue
+            age = _age(self.now - info.st_mtime)
+            detail = f"an unfinished download ({human_size(info.st_size)}, {age} old) nobody is writing"
+            self.note(repo, "incomplete", "", f"blobs/{name}", detail, str(path), info.st_size)
+
+    def _scan_blobs(self, st: RepoState) -> None:
+        """Every entry of the repo's ``blobs/``: what it holds, and ``unreferenced-blob`` for those nothing uses."""
+        repo = st.repo
+        used = set(st.kept)
+        for snap in st.snapshots.values():
+            used |= snap.blobs
+        for name in list_names(repo.blobs):
+            if name.startswith(".") or INCOMPLETE_RE.match(name):
+                continue  # a download in flight, or a temporary file of the client's or ours
+            path = repo.blobs / name
+            blob_name = name[: -len(_RCLONE_LINK)] if self.layer and name.endswith(_RCLONE_LINK) else name
+            try:
+                info = os.lstat(path)
+            except OSError as error:
+                self._dead(error)
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                store = repo.store_target(name)
+                blob = Blob(blob_name, 0, store.name if store is not None else None)
+            elif stat.S_ISREG(info.st_mode):
+                blob = Blob(blob_name, info.st_size)
+            else:
+                continue
+            st.blobs[blob_name] = blob
+            if blob_name in used:
+                continue
+            what = "a link into the shared store" if blob.store else human_size(blob.size)
+            self.note(
+                repo, "unreferenced-blob", "", f"blobs/{name}", f"{what} that no snapshot uses", str(path), blob.size
+            )
+
+    # --- the shared store and the locks ------------------------------------------------------------
+    def _scan_store(self) -> None:
+        """The shared store's files (``unreferenced-blob`` when no used repo blob or listing names them)
+        and its lock markers."""
+        used: set[str] = set()
+        for st in self.report.repos.values():
+            used |= {x for x in st.kept if XET_HASH_RE.fullmatch(x)}
+            live = set(st.kept)
+            for snap in st.snapshots.values():
+                used |= snap.xets
+                live |= snap.blobs
+            used |= {b.store for b in st.blobs.values() if b.store is not None and b.name in live}
+        store_dir = self.root / STORE_DIR
+        for prefix in list_names(store_dir):
+            folder = store_dir / prefix
+            if len(prefix) != 2 or not stat.S_ISDIR(_lstat_mode(folder)):
+                continue
+            for name in list_names(folder):
+                path = folder / name
+                if name.endswith((".lock", ".lock.soft")):
+                    self._judge_marker(path, "stale-lock", "", "")
+                    continue
+                if not XET_HASH_RE.fullmatch(name) or not name.startswith(prefix):
+                    continue
+                try:
+                    info = os.lstat(path)
+                except OSError as error:
+                    self._dead(error)
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                self.report.store[name] = info.st_size
+                if name in used:
+                    continue
+                self.add(
+                    Finding(
+                        "unreferenced-blob",
+                        "",
+                        "",
+                        "",
+                        f"{STORE_DIR}/{prefix}/{name}",
+                        f"{human_size(info.st_size)} in the shared store that no snapshot uses",
+                        str(path),
+                        info.st_size,
+                    )
+                )
+
+    def _scan_own_locks(self, wanted: set[str] | None) -> None:
+        """The plugin's leases (``stale-lease``), then huggingface_hub's per-blob lock markers (``stale-lock``)."""
+        own = self.root / OWN_DIR / "locks"
+        for name in list_names(own):
+            folder_name, _, suffix = name.rpartition(".")
+            if wanted is not None and folder_name not in wanted:
+                continue
+            found = repo_of_folder(folder_name)
+            repo_id, repo_type = (found[1], found[0]) if found else ("", "")
+            if suffix == "softlock":
+                marker = self._judge_marker(own / name, "stale-lease", repo_id, repo_type)
+                if marker is not None:
+                    self._stale_lease_hosts[folder_name] = str(marker.get("host"))
+            elif suffix == "lock":
+                self._judge_marker(own / name, "stale-lock", repo_id, repo_type)
+        locks = self.root / ".locks"
+        for folder_name in list_names(locks):
+            found = repo_of_folder(folder_name)
+            if found is None or (wanted is not None and folder_name not in wanted):
+                continue
+            for name in list_names(locks / folder_name):
+                if name.endswith(".lock"):
+                    path = locks / folder_name / name
+                    self._judge_marker(path, "stale-lock", found[1], found[0], self._stale_lease_hosts.get(folder_name))
+
+    def _judge_marker(
+        self, path: Path, kind: str, repo_id: str, repo_type: str, gone_host: str | None = None
+    ) -> dict[str, Any] | None:
+        """Report a lock file holding a marker whose holder is gone; the marker, when reported.
+
+        ``gone_host``: a host whose lease on the repo ran out, so its markers of the repo's files are
+        stale too (what a new holder of the lease would clear).
+        """
+        marker = read_marker(path)
+        if marker is None:
+            return None
+        why = holder_gone(marker, self.now)
+        if why is None and gone_host is not None and str(marker.get("host")) == gone_host:
+            why = f"held on record by pid {marker.get('pid')} on host {gone_host}, whose lease on the repo ran out"
+        if why is None:
+            return None
+        relative = path.relative_to(self.root).as_posix()
+        self.add(Finding(kind, repo_id, repo_type, "", relative, why, str(path)))
+        return marker
+
+    # --- hashing ----------------------------------------------------------------------------------
+    def _job(self, path: str, st: RepoState, commit: str, f: ExpectedFile) -> None:
+        job = self.jobs.get(path)
+        if job is None:
+            job = self.jobs[path] = _HashJob(f.size, [])
+        job.users.append((st, commit, f))
+
+    def _hash(self) -> None:
+        """Hash every job's file once, largest first, on every core; ``wrong-hash`` for each user it fails."""
+        jobs = sorted(self.jobs.items(), key=lambda item: -item[1].size)
+        total = sum(job.size for _, job in jobs)
+        done = [0]
+        lock = threading.Lock()
+        local = threading.local()
+
+        def work(item: tuple[str, _HashJob]) -> tuple[dict[bool, str], str | None]:
+            path, job = item
+            buffer = getattr(local, "buffer", None)
+            if buffer is None:
+                buffer = local.buffer = read_buffer()
+            kinds = {f.lfs for _, _, f in job.users}
+            try:
+                return _digests(path, job.size, kinds, buffer, done, lock), None
+            except OSError as error:
+                if error.errno in DEAD_ERRNOS:
+                    raise
+                return {}, str(error.strerror)
+
+        workers = max(1, min(len(jobs), _cores()))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hfsnapshot-doctor") as pool:
+            futures = {pool.submit(work, item): item for item in jobs}
+            pending = set(futures)
+            while pending:
+                _, pending = concurrent.futures.wait(pending, timeout=0.2)
+                self.progress.show(
+                    f"hfsnapshot doctor: hashing {human_size(done[0])} of {human_size(total)} "
+                    f"({100 * done[0] // max(total, 1)}%)"
+                )
+        self.report.hashed = done[0]
+        for future, (path, job) in futures.items():
+            digests, error = future.result()
+            for st, commit, f in job.users:
+                if error is not None:
+                    self._file_problem(st, commit, "missing", f.path, f"unreadable ({error})", path)
+                elif digests.get(f.lfs) != f.etag:
+                    what = "sha256" if f.lfs else "git-sha1"
+                    detail = f"{what} mismatch: the contents are not the listing's ({_short(path, self.root)})"
+                    self._file_problem(st, commit, "wrong-hash", f.path, detail, path)
+
+    def _tick(self) -> None:
+        if self.report.files % 256 == 0:
+            self.progress.show(f"hfsnapshot doctor: checked {count(self.report.files, 'file')}")
+
+    def _dead(self, error: OSError) -> None:
+        if self.layer and error.errno in DEAD_ERRNOS:
+            raise error
+
+
+def repo_folder(finding: Finding) -> str:
+    """The repo folder name (``models--org--name``) a finding is about; empty for the shared store."""
+    return repo_folder_name(finding.repo_id, finding.repo_type) if finding.repo_id else ""
+
+
+def sort_findings(findings: list[Finding]) -> None:
+    """Put findings in the report's order: repo by repo (the shared store last), kinds in :data:`KINDS` order."""
+    findings.sort(key=_order)
+
+
+# --- holders -----------------------------------------------------------------------------------
+
+
+def holder_gone(marker: dict[str, Any], now: float) -> str | None:
+    """Why the holder a lock marker names is gone, or None while it may live.
+
+    Gone: its pid is not running on this host, or it holds a lease on another host left unrenewed
+    past its length. A marker of another host without a lease is never judged (nothing tells).
+    """
+    pid, host = marker.get("pid"), str(marker.get("host"))
+    if host in this_host_names():
+        if isinstance(pid, int) and not _alive(pid):
+            return f"held on record by pid {pid} on this host ({host}), which is not running"
+        return None
+    lease, renewed = marker.get("lease"), marker.get("renewed")
+    if isinstance(lease, float) and isinstance(renewed, float) and now - renewed > lease:
+        unrenewed = _age(now - renewed)
+        return f"the lease of pid {pid} on host {host} went unrenewed for {unrenewed} (its length: {lease:g}s)"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def this_host_names() -> frozenset[str]:
+    """The names a lock marker written on this host carries: the hostname, and filelock's form of it
+    inside a PID namespace (a container)."""
+    name = socket.gethostname()
+    names = {name}
+    with contextlib.suppress(OSError):
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+        if namespace != _INITIAL_PID_NAMESPACE:
+            names.add(f"{name}?pidns-{namespace:x}")
+    return frozenset(names)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
+
+
+def _lock_held(path: Path, now: float) -> bool:
+    """Whether a live process holds huggingface_hub's lock file ``path`` (a flock, or a marker), probed
+    without creating or changing anything."""
+    marker = read_marker(path)
+    if marker is not None:
+        return holder_gone(marker, now) is None
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _describe(problem: Problem, f: ExpectedFile, *, listed_by: str) -> tuple[str, str]:
+    """The doctor's kind and words for a problem :func:`check_file` found."""
+    kind = problem.kind
+    if kind is ProblemKind.MISSING:
+        return "missing", "not in the snapshot" + (" (the record lists it)" if listed_by == "record" else "")
+    if kind is ProblemKind.DANGLING_LINK:
+        gone = {
+            Entry.BLOB: f"its blob blobs/{f.blob_name}",
+            Entry.STORE: f"the shared-store file {f.xet[:12] or 'it links to'}",
+            Entry.LAYER: "the layer file its blob links to",
+        }.get(problem.at, "what it leads to")
+        return "dangling-link", f"{gone} is gone"
+    if kind is ProblemKind.LINK_OUTSIDE:
+        return "dangling-link", f"the link leads to {problem.found}, outside the repo's blobs/"
+    if kind is ProblemKind.BLOB_LINK_OUTSIDE:
+        return "dangling-link", (
+            f"its blob blobs/{f.blob_name} links to {problem.found}, neither into the shared store nor into a "
+            "configured cache layer"
+        )
+    if kind is ProblemKind.OTHER_BLOB:
+        return "dangling-link", f"the link points at {problem.found}, not at a blob of the repo holding the file"
+    if kind is ProblemKind.OTHER_STORE_FILE:
+        return "wrong-hash", problem.describe()
+    if kind is ProblemKind.WRONG_SIZE:
+        where = f" ({problem.at.value})" if problem.at.value else ""
+        return "wrong-size", f"{problem.found} bytes instead of {problem.wanted}{where}"
+    if kind is ProblemKind.NOT_REGULAR:
+        return "missing", "not a regular file" + (f" ({problem.at.value})" if problem.at.value else "")
+    if kind is ProblemKind.WRONG_HASH:
+        return "wrong-hash", problem.describe()
+    return "missing", problem.describe()
+
+
+def _bytes_path(repo: RepoCache, snapshot_dir: str, f: ExpectedFile) -> str:
+    """The file holding a snapshot file's bytes: the repo blob, or the store or layer file it links to."""
+    link = os.path.join(snapshot_dir, f.path)
+    if not os.path.islink(link):
+        return link
+    blob = os.path.join(repo.blobs, f.blob_name)
+    try:
+        target = os.readlink(blob)
+    except OSError:
+        return blob
+    return os.path.normpath(os.path.join(repo.blobs, target))
+
+
+def _layer_bytes(repo: RepoCache, root: Path, f: ExpectedFile) -> tuple[Path | None, Problem | None]:
+    """The layer file holding ``f``'s bytes, by name (its repo blob, else its store file), or None and
+    why the places it could be failed (None when it is simply not there). A dead layer raises."""
+    problem: Problem | None = None
+    for path in repo.bytes_in(root, f.blob_name, f.xet):
+        try:
+            info = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as error:
+            if error.errno in DEAD_ERRNOS:
+                raise
+            problem = Problem(ProblemKind.UNREADABLE, f.path, reason=str(error.strerror))
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            continue  # the layer's own link into its store: the store file is the next place
+        if not stat.S_ISREG(info.st_mode):
+            return path, Problem(ProblemKind.NOT_REGULAR, f.path, Entry.LAYER)
+        if info.st_size != f.size:
+            return path, Problem(
+                ProblemKind.WRONG_SIZE, f.path, Entry.LAYER, found=str(info.st_size), wanted=str(f.size)
+            )
+        return path, None
+    return None, problem
+
+
+def _digests(
+    path: str, size: int, kinds: set[bool], buffer: memoryview, done: list[int], lock: threading.Lock
+) -> dict[bool, str]:
+    """The file's sha256 (``True`` in ``kinds``) and git blob sha1 (``False``), in one read."""
+    sha256 = hashlib.sha256() if True in kinds else None
+    sha1 = None
+    if False in kinds:
+        sha1 = hashlib.sha1()
+        sha1.update(b"blob %d\0" % size)
+    with open(path, "rb", buffering=0) as handle:
+        while True:
+            n = handle.readinto(buffer)
+            if not n:
+                break
+            chunk = buffer[:n]
+            if sha256 is not None:
+                sha256.update(chunk)
+            if sha1 is not None:
+                sha1.update(chunk)
+            with lock:
+                done[0] += n
+    out = {}
+    if sha256 is not None:
+        out[True] = sha256.hexdigest()
+    if sha1 is not None:
+        out[False] = sha1.hexdigest()
+    return out
+
+
+def _order(finding: Finding) -> tuple[bool, str, str, str, int, str]:
+    """Repo by repo (the shared store last), each snapshot's findings together, kinds in :data:`KINDS` order."""
+    return (
+        not finding.repo_id,
+        finding.repo_type,
+        finding.repo_id,
+        finding.revision if is_commit(finding.revision) else "",
+        KINDS.index(finding.kind),
+        finding.path,
+    )
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def walk_entries(folder: Path) -> Iterator[tuple[str, Path]]:
+    """Every entry below ``folder`` that is not a folder (links included, never followed): relative
+    path (``/``-separated) and path, sorted."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            for name, path in walk_entries(Path(entry.path)):
+                yield f"{entry.name}/{name}", path
+        else:
+            yield entry.name, Path(entry.path)
+
+
+def list_names(folder: Path) -> list[str]:
+    """The names in ``folder``, sorted; none when it is missing or not a folder."""
+    try:
+        return sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _lstat_mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _short(path: str, root: Path) -> str:
+    try:
+        return Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return path
+
+
+__all__ = [
+    "CACHE_ROOT_NAMES",
+    "FILE_KINDS",
+    "KINDS",
+    "NOW_ENV",
+    "UNCOUNTED",
+    "Finding",
+    "Progress",
+    "RepoState",
+    "Report",
+    "SnapshotState",
+    "holder_gone",
+    "list_names",
+    "now_from_env",
+    "open_cache",
+    "repo_folder",
+    "scan",
+    "sort_findings",
+    "this_host_names",
+    "walk_entries",
+]
