@@ -99,7 +99,12 @@ class ImplicitUse:
 
 
 def merged(uses: Iterable[ImplicitUse]) -> list[ImplicitUse]:
-    """One use per key (the union of each key's uses), in key order."""
+    """One use per key (the union of each key's uses), in key order.
+
+    A use by commit id joins the use of a branch or tag of the same repo that resolved to that
+    commit (library code resolves ``main``, then loads by commit; which came first to this process
+    does not matter).
+    """
     by_key: dict[Key, ImplicitUse] = {}
     for use in uses:
         known = by_key.get(use.key)
@@ -107,6 +112,17 @@ def merged(uses: Iterable[ImplicitUse]) -> list[ImplicitUse]:
             by_key[use.key] = ImplicitUse.from_dict(use.to_dict())
         else:
             known.merge(use)
+    for key in [k for k in sorted(by_key) if is_commit(k[2])]:
+        branch = next(
+            (
+                use
+                for k, use in sorted(by_key.items())
+                if k[:2] == key[:2] and not is_commit(k[2]) and use.commit == key[2]
+            ),
+            None,
+        )
+        if branch is not None:
+            branch.merge(by_key.pop(key))
     return [by_key[key] for key in sorted(by_key)]
 
 

@@ -54,7 +54,7 @@ def fetcher(
 
 
 def finish(path: Path, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> None:
-    """Check that the commit had every recorded path; write the markers of the ``missing`` ones."""
+    """Check that the commit had every recorded path; write the branch's ref and the markers of the ``missing`` ones."""
     lacking = sorted(set(pin.files or ()) - set(snapshot.files))
     if lacking:
         raise InvalidRequestError(
@@ -63,6 +63,8 @@ def finish(path: Path, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> None:
             f"entry again with `pytest --hf-pins={path} --hf-update-pins`, or remove those paths from it."
         )
     repo = RepoCache(cache_dir, pin.repo_id, pin.repo_type)
+    if pin.moves:
+        repo.write_ref(pin.revision, snapshot.commit)  # offline, library code resolves the branch here
     for missing in pin.missing:
         marker = repo.no_exist(snapshot.commit, missing)
         repo.require_inside(marker)

@@ -164,3 +164,10 @@ def test_what_a_child_process_left_in_the_cache_is_a_use(local_hub: LocalHub) ->
     (use,) = cache_changes.uses_between(before, cache_changes.scan(local_hub.cache_dir))
     assert (use.repo_id, use.revision, use.commit) == ("org/new", "main", commit)
     assert (sorted(use.files), use.missing, use.tests) == (["config.json"], {"absent.json"}, ["session"])
+
+
+def test_a_use_by_commit_joins_its_branch_whatever_the_order_seen() -> None:
+    by_commit = ImplicitUse("model", "org/t", C1, C1, {"vocab.txt": 5}, tests=["w1"])
+    branch = ImplicitUse("model", "org/t", "main", C1, {"config.json": 2}, tests=["w2"])
+    (use,) = merged([by_commit, branch])
+    assert (use.revision, sorted(use.files), use.tests) == ("main", ["config.json", "vocab.txt"], ["w2", "w1"])
