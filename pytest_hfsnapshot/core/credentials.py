@@ -1,11 +1,8 @@
 """The Hub token in use: what huggingface_hub's ``get_token`` returns, found cheaply.
 
-The plugin asks at start-up (the report header, ``hf_requires_token``) and for every report it
-redacts; prefetch asks for its hints. The common sources, ``HF_TOKEN`` /
-``HUGGING_FACE_HUB_TOKEN`` and the token file, are read here directly: importing ``get_token``
-pulls in huggingface_hub's whole HTTP stack, about 100 ms that every pytest start-up would pay
-for one "token=set" in the header. OIDC exchanges and Colab secrets go through ``get_token``
-itself.
+``HF_TOKEN`` / ``HUGGING_FACE_HUB_TOKEN`` and the token file are read here directly: importing
+``get_token`` pulls in huggingface_hub's whole HTTP stack, which every pytest start-up would pay
+for one "token=set" in the report header. Other sources (OIDC, Colab secrets) go through it.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Hashing downloaded files while their bytes arrive, instead of reading them again afterwards.
 
-Both of huggingface_hub's transfer paths write a file front to back into
-``blobs/<etag>.<8 hex>.incomplete`` and then rename it into place (plain HTTP and hf_xet alike;
-with the shared blob store the same file is then moved on to ``<cache>/blobs/<xx>/<xet hash>``).
-An :class:`ArrivalHasher` follows that folder from a thread while the download runs: it opens
-each new file of the expected etags, reads what has been written so far (from the page cache,
-just behind the writer) and feeds it to the same hash :mod:`~pytest_hfsnapshot.core.verify` uses.
-
-Nothing is trusted on the strength of the following alone. A digest counts for a file only
-when the file verification finds is the very one that was followed (same device and inode),
-with the size and modification time it had when the last byte was read, and the digest is the
-listing's etag. Anything else (a file renamed before it was seen, one that shrank, grew past its
-listed size or was replaced, a digest that differs) is read again in full by
-:func:`~pytest_hfsnapshot.core.verify.hash_mismatches`, and only that full read can find a file bad.
-
-Where it fails: a writer that rewrites bytes already read, without the file shrinking at a
-moment the follower looks, and within the timestamp granularity of the filesystem after the last
-read, would go unseen. huggingface_hub does that only when a server ignores the ``Range`` of a
-resumed HTTP download, and then rewrites the same bytes unless they arrive damaged twice.
+Both transfer paths of huggingface_hub write a file front to back into ``blobs/<etag>.<8 hex>.incomplete``
+and then rename it: an :class:`ArrivalHasher` follows that folder from a thread, just behind the
+writer. Nothing is trusted on that alone: a digest counts only for the very file that was
+followed, unchanged since its last byte was read; any other file is read again in full by
+:func:`~pytest_hfsnapshot.core.verify.hash_mismatches`, and only that read can find a file bad.
 """
 
 from __future__ import annotations
@@ -41,14 +28,14 @@ T = TypeVar("T")
 #: How long the follower sleeps when it follows no file yet and finds none.
 POLL_SECONDS = 0.004
 #: While a file is still arriving, its new bytes are read once at least this many are there (or
-#: the file is whole), and a look that finds fewer sleeps :data:`BATCH_SECONDS`. Reading each write
-#: as it landed (every 4 ms) cost 1.20-1.26 sha256 passes behind a 200 MiB/s writer; this, 1.03-1.08.
+#: the file is whole), and a look that finds fewer sleeps :data:`BATCH_SECONDS`: reading each
+#: write as it lands costs much more CPU (docs/benchmarks.md).
 BATCH = 4 * CHUNK
 BATCH_SECONDS = 0.02
 #: At most this much is read from one file before the others get their turn.
 _TURN = 16 * CHUNK
-#: While a file is followed, the blob folder is listed for new ones at most this often (listing it at
-#: every poll cost 0.02 sha256 passes per GiB; a file missed meanwhile is read back, not trusted).
+#: While a file is followed, the blob folder is listed for new ones at most this often (a file
+#: missed meanwhile is read back, not trusted).
 LOOK_SECONDS = 0.05
 
 
@@ -192,7 +179,14 @@ class ArrivalHasher:
 
     # --- verifying ------------------------------------------------------------------------------
     def trusted(self, expected: ExpectedFile, path: Path) -> bool:
-        """Whether ``path`` (followed through links) is a file that was hashed in full to ``expected``'s etag."""
+        """Whether ``path`` (followed through links) is a file that was hashed in full to ``expected``'s etag.
+
+        It must be the file followed (same device and inode) with the size and modification time
+        it had when its last byte was read. Unseen: a writer rewriting bytes already read without
+        the file shrinking at a moment the follower looks, within the filesystem's timestamp
+        granularity; huggingface_hub does so only when a server ignores a resumed download's
+        ``Range``, and then writes the same bytes again.
+        """
         try:
             st = os.stat(path)
         except OSError:

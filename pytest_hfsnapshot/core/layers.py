@@ -1,30 +1,10 @@
-"""Read-only cache layers: huggingface_hub caches that are only ever read, searched in the order
-given before anything is fetched into the writable cache.
+"""Read-only cache layers: huggingface_hub caches, only ever read, searched in order before anything
+is fetched into the writable cache.
 
-A layer is a cache that a prefetch filled and something else put where runners see it: a cache
-baked into an image, an NFS export, a bucket mounted with ``rclone mount --read-only``. Such a
-mount keeps no symlinks, so a layer is read by the names of its files alone, never through its
-``snapshots/`` links:
-
-- a file's bytes: the repo's ``blobs/<etag>`` when it is a regular file, else the shared-store
-  file ``blobs/<xx>/<xet hash>`` that the listing names (:meth:`RepoCache.bytes_in`);
-- the client's listing ``trees/<commit>.json``, and ``refs/<revision>`` when offline;
-- our records (``.locks/hfsnapshot/records/``): the process that filled the layer verified
-  every file a record of that commit lists.
-
-A layer's file is served when it is a regular file of the listed size with no unfinished
-download beside it. It is hashed first (sha256 for LFS files, git-sha1 for the others) unless a
-record in the layer vouches for it and ``verify`` is ``"size"``; a damaged one is never served.
-The writable cache then gets ``blobs/<etag>`` as an absolute link to that file, and the usual
-``snapshots/<commit>/<path>`` link to the blob: what huggingface_hub's own code reads, and what
-``hf cache rm`` deletes (the link, never the layer's file). Nothing is ever written into a layer.
-
-Failures. A layer that cannot be read when a run starts is the caller's error
-(:func:`open_layers`). One that fails later (a dead FUSE mount answers ENOTCONN, a network
-filesystem EIO, an unmounted one shows the folder beneath it: another device) is left for the
-rest of the session, with one warning naming it: its files count as missing, and the links into
-it as damage, repaired from another layer or the Hub. The processes of one test session learn
-of it from a file beside the session's outages (:func:`pytest_hfsnapshot.core.layout.dropped_layer_file`).
+A layer is a cache a prefetch filled and something else put where runners see it (an image, an
+NFS export, a bucket mounted by rclone, which keeps no symlinks): so it is read by file names
+alone (:meth:`RepoCache.bytes_in`), never through its ``snapshots/`` links, and never written.
+The writable cache gets links to the layer's files, which huggingface_hub's own code then reads.
 """
 
 from __future__ import annotations
@@ -130,7 +110,13 @@ class Found:
 
 
 class Layers:
-    """The layers of one materialization, in order, those left in this session excepted."""
+    """The layers of one materialization, in order, those left in this session excepted.
+
+    A layer that fails after it was opened (a dead FUSE mount answers ENOTCONN, a network
+    filesystem EIO, an unmounted one shows another device) is left for the rest of the session
+    with one warning: its files count as missing, the links into it as damage. The processes of
+    one session learn of it from :func:`pytest_hfsnapshot.core.layout.dropped_layer_file`.
+    """
 
     def __init__(self, roots: Sequence[Path], *, cache_dir: Path, session: str | None, label: str) -> None:
         self._all = tuple(roots)
@@ -233,8 +219,10 @@ class Layers:
     ) -> dict[str, Found]:
         """The files of ``files`` the layers serve, by path, each from the first layer holding it good.
 
-        ``hash_all``: hash every file first, vouched for or not; ``contents=False``: no hashing at
-        all and nothing logged (a plan of what would be fetched, not a verdict).
+        A layer's file is good when it is a regular file of the listed size with no unfinished
+        download beside it, and it hashes to the listing's etag (skipped, unless ``hash_all``, when
+        a record in the layer vouches for it). A damaged one is never served. ``contents=False``:
+        no hashing at all and nothing logged (a plan of what would be fetched, not a verdict).
         """
         wanted = {f.path: f for f in files}
         found: dict[str, Found] = {}

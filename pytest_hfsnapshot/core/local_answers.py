@@ -1,11 +1,9 @@
 """The Hub's answers for recorded snapshots, made from the pin file and the cache with no network.
 
-An offline run (``--hf-offline``) keeps every request of huggingface_hub off the network, even
-where library code switches the client back online (PEFT's ``hub_online_once``). For a snapshot
-that the pin file records (CONTRACT section 9), the request is answered here as the Hub would: a
-revision by its pinned commit, a file present in the cache by its metadata and bytes, a recorded
-``missing`` path by the Hub's 404 ``EntryNotFound``, a recorded refusal by its error. Anything else
-is not answered (the caller refuses it as huggingface_hub's offline mode does).
+An offline run keeps every request of huggingface_hub off the network, even where library code
+switches the client back online (PEFT's ``hub_online_once``). A request about a snapshot the pin
+file records is answered here as the Hub would answer it; anything else is refused as
+huggingface_hub's offline mode refuses it.
 """
 
 from __future__ import annotations
@@ -39,7 +37,12 @@ class Answer:
 
 
 def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path) -> Answer | None:
-    """What the Hub would answer to ``call`` for a snapshot the pin file records; None when unknown."""
+    """What the Hub would answer to ``call`` for a snapshot the pin file records; None when unknown.
+
+    A revision is answered by its pinned commit, a file present in the cache by its metadata and
+    bytes, a recorded ``missing`` path by the Hub's 404 ``EntryNotFound``, a recorded refusal by
+    its error.
+    """
     pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
     if pin is None or (pin.files is None and pin.refused is None):
         return None

@@ -1,13 +1,8 @@
 """The snapshot manifest (``--hf-manifest=PATH``): what a run used, as deterministic JSON.
 
-A JSON list with one object per snapshot, each with exactly the keys ``repo_id``, ``repo_type``,
-``revision`` (as asked), ``commit``, ``files`` (sorted) and ``size`` (bytes). The list is sorted by
-repo type, repo id, revision and file selection, written with ``indent=2`` and sorted keys, and ends
-with a newline, so the same snapshots always give the same bytes: CI can key its cache on the file
-(e.g. ``hashFiles('hf-manifest.json')``). Snapshots whose objects would be identical (two
-selections that happen to pick the same files) are listed once.
-
-Pure data in, text out: no pytest here, so scripts can write the same manifest.
+The same snapshots always give the same bytes (sorted entries and keys, one format), so CI can
+key its cache on the file (``hashFiles('hf-manifest.json')``). Pure data in, text out: no pytest
+here, so scripts can write the same manifest.
 """
 
 from __future__ import annotations
@@ -27,7 +22,12 @@ KEYS = ("repo_id", "repo_type", "revision", "commit", "files", "size")
 
 
 def entries(snapshots: Iterable[tuple[SnapshotRequest, Snapshot]]) -> list[dict[str, Any]]:
-    """The manifest's objects for ``(request, snapshot)`` pairs, deduplicated and in manifest order."""
+    """The manifest's objects for ``(request, snapshot)`` pairs, deduplicated and in manifest order.
+
+    Each object has exactly :data:`KEYS` (``revision`` as asked, ``files`` sorted, ``size`` in
+    bytes); they are sorted by repo type, repo id, revision and selection, and two selections
+    that pick the same files are listed once.
+    """
     keyed: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
     for request, snapshot in snapshots:
         entry: dict[str, Any] = {

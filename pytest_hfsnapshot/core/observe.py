@@ -1,17 +1,11 @@
 """Implicit Hub use seen where huggingface_hub does its work, and managed there (CONTRACT section 9).
 
-Three places see every load a library makes by repo id, whichever library it is:
-
-- the HTTP client the session's gate builds (:mod:`pytest_hfsnapshot.core.gate`): each request to
-  the Hub's endpoint, with its answer (revision, file metadata, refusals, absent paths); in an
-  offline run its transport answers recorded snapshots itself and lets nothing out;
-- ``hf_hub_download``'s download into the cache (every library binds ``hf_hub_download`` at
-  import; it looks this function up at call time): files obtained, and in ``manage`` mode the
-  file is materialized first;
-- ``try_to_load_from_cache``: the files transformers reads from the cache by commit with no request.
-
-The hooks are installed once per process and serve the innermost active :class:`Observer`
-(a pytester run inside a test session has its own).
+Three hooks see every load a library makes by repo id, whichever library it is: the HTTP client
+the session's gate builds (each request to the endpoint and its answer; offline, it answers
+recorded snapshots itself); ``hf_hub_download``'s download into the cache, which it looks up at
+call time where libraries bind ``hf_hub_download`` itself at import (``manage`` materializes the
+file first); and ``try_to_load_from_cache`` (what transformers reads from the cache with no
+request). They are installed once per process and serve the innermost active :class:`Observer`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """One verdict per outage: once the Hub could not be reached, the rest of the session knows it.
 
-When the engine's retries on a Hub call (the revision, the listing) give up on connection
-errors, timeouts or 5xx answers, the endpoint is written down for the session, one small file
-per endpoint in ``outages/{session}/`` (see :mod:`pytest_hfsnapshot.core.layout`'s layout). Until
-:data:`RECHECK_AFTER` seconds have passed, every process of the session treats that endpoint as
-down at once: a cached branch is served as an unverified revision (or fails under
-``--hf-strict``) without spending another retry budget. After that the next call asks the Hub
-again; an answer clears the record, so a Hub that came back is used again.
+When the retries on a Hub call give up on connection errors, timeouts or 5xx answers, the endpoint
+is written down for the session. For :data:`RECHECK_AFTER` seconds every process of the session
+then treats it as down at once (a cached branch is served as an unverified revision) instead of
+spending another retry budget; after that the Hub is asked again, and an answer clears the record.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ _TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "h11", "http.client", "urll
 # "CAS Client Error: Request error: HTTP status server error (503 Service Unavailable), domain: ...".
 _XET_STATUS_RE = re.compile(r"HTTP status (?:client|server) error \((\d{3})")
 # ...and a failed write as Rust's io::Error text, e.g. "IO Error: No space left on device (os error 28)"
-# (measured with hf_xet 1.8 on a full tmpfs): only the number is read, never the rest of the text.
+# (hf_xet 1.8 on a full disk): only the number is read, never the rest of the text.
 _XET_OS_ERROR_RE = re.compile(r"\(os error (\d+)\)")
 # Error numbers a socket reports: an OSError carrying one is the network failing, not the disk.
 _NETWORK_ERRNOS = frozenset(

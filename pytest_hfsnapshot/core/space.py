@@ -1,25 +1,10 @@
-"""Whether snapshots fit in the cache's filesystem, and how a filesystem failure is said. No pytest here.
+"""Whether snapshots fit in the cache's filesystem, and how a filesystem failure is said.
 
-Before the first byte of a transfer, the bytes it will write are compared with the free space of
-the cache's filesystem:
-
-- **needed**: the blobs still to fetch, each counted once (a blob two snapshots of one repo share
-  is one file; so is a shared-store file, ``<cache>/blobs/<xx>/<xet hash>``, which serves every
-  repo of the cache), each rounded up to the filesystem's block. A blob already on disk with
-  the listing's size, in the repo's ``blobs/`` or in the shared store, costs nothing: the client
-  links it instead of downloading.
-- **free**: ``statvfs``'s ``f_bavail * f_frsize`` of the cache folder (what a process without
-  root's reserve may still write; ``shutil.disk_usage(...).free``).
-- **margin**: :data:`MARGIN_FLOOR` (1 MiB) or 1% of the bytes to fetch (:data:`MARGIN_PERCENT`),
-  whichever is larger. The floor covers what the count leaves out (the listing, refs, locks, our
-  record); the share covers filesystem overhead on large files and a little growth by other
-  writers. It is kept small on purpose: a check that refuses snapshots that would have fitted
-  is worse than none, and a transfer that fails anyway still says why (see
-  :func:`filesystem_error`).
-
-A filesystem whose free space means nothing (some network mounts report 0 or a quota elsewhere)
-needs the check off: ``space_check=False``, ``--hf-no-space-check``, or ``prefetch
---no-space-check``.
+Before the first byte of a transfer, the blobs still to fetch (each once, each rounded up to the
+filesystem's block) plus a small margin are compared with the space a process without root's
+reserve may still write. The margin is small on purpose: a check that refuses snapshots that
+would have fitted is worse than none, and a transfer that fails anyway still says why
+(:func:`filesystem_error`). Where free space means nothing (some network mounts), turn it off.
 """
 
 from __future__ import annotations
@@ -38,9 +23,11 @@ from .formats import count, human_size
 from .layout import RepoCache
 from .verify import ExpectedFile
 
-#: The smallest margin kept free beyond the bytes to fetch.
+#: The smallest margin kept free beyond the bytes to fetch: what the count leaves out (the
+#: listing, refs, locks, our record).
 MARGIN_FLOOR = 1024 * 1024
-#: The margin as a share of the bytes to fetch, in percent, when that is larger than the floor.
+#: The margin as a share of the bytes to fetch, in percent, when that is larger than the floor:
+#: filesystem overhead on large files and a little growth by other writers.
 MARGIN_PERCENT = 1
 #: Error numbers that mean "no room": their message gives the bytes needed and free.
 SPACE_ERRNOS = frozenset(getattr(errnos, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errnos, name))
@@ -101,7 +88,12 @@ class Shortfall:
 
 
 def need(repo: RepoCache, label: str, files: Iterable[ExpectedFile]) -> Need:
-    """The blobs ``files`` (those not usable as cached) will make the client write, each once."""
+    """The blobs ``files`` (those not usable as cached) will make the client write, each once.
+
+    A blob two snapshots of one repo share is one file, and so is a shared-store file, which
+    serves every repo of the cache. A blob already on disk with the listing's size costs nothing:
+    the client links it instead of downloading.
+    """
     store = shared_store_enabled()
     blobs: dict[str, Blob] = {}
     for f in files:

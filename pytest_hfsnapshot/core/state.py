@@ -1,17 +1,9 @@
 """Our own state in the cache (``<cache>/.locks/hfsnapshot/``): what each file says and who writes it.
 
-- **records**: a snapshot verified for a commit and selection (``records/<repo>/<commit>.<key>.json``);
-- **resolutions**: the commit a branch or tag pointed at, once per test session
-  (``resolutions/<session>/<repo>@<revision>.json``), or once per process without a session;
-- **refusals**: why the Hub last refused a repo, for the offline runs that follow
-  (``refusals/<repo>.json``);
-- **failure memory**: a failed request's verdict, shared by the processes of one test session
-  (``outcomes/<session>/<key>.json``, :class:`FailureMemory`);
-- **lock holder**: who holds a repo's lock (``locks/<repo>.holder.json``, :func:`write_holder`).
-
-The paths are :mod:`pytest_hfsnapshot.core.layout`'s; every write is atomic. Reading a file that is
-missing, unreadable or of another format gives None: the state is a cache of facts, and every
-fact is checked again before it is trusted.
+Verification records, the session's branch resolutions, the Hub's last refusals (for offline
+runs), the failure memory a session's processes share, and lock holders. The paths are
+:mod:`pytest_hfsnapshot.core.layout`'s; every write is atomic. A file that is missing, unreadable
+or of another format reads as None: the state is a cache of facts, each checked again before use.
 """
 
 from __future__ import annotations

@@ -30,9 +30,8 @@ CHUNK = 1 << 20
 def read_buffer(size: int = CHUNK) -> memoryview:
     """A buffer for ``readinto`` that starts on a page (anonymous ``mmap``).
 
-    The kernel copies a read into a destination 8 or 16 bytes past a 64-byte cache line at about
-    4x the CPU: 0.44-0.55 against 0.11-0.12 system CPU s per GiB from the page cache (AMD EPYC,
-    measured), and a 1 MiB ``bytearray`` starts 16 bytes past a page (malloc's header).
+    The kernel copies a read into a destination that is not on a cache line at several times the
+    CPU, and a 1 MiB ``bytearray`` starts 16 bytes past a page (malloc's header): docs/benchmarks.md.
     """
     return memoryview(mmap.mmap(-1, size))
 

@@ -1,13 +1,8 @@
 """Sleeping until a file is written into a folder: inotify where the kernel has it, else a plain sleep.
 
-A process waiting for another one's record wakes once when the record lands, instead of every few
-milliseconds to look for it: seven waiters of a 0.5 s download (bench workload 1) spent 15 to 30 ms
-of CPU each, 95% of it in those looks, and about 5 ms waiting on inotify.
-
-inotify reports the writes of this host only: on a network mount another host's writes raise no
-event. So a caller still looks on its own every so often, and takes :attr:`FolderWatch.active`
-being False (no inotify: another OS, or the kernel's limit of instances or watches reached) as a
-reason to look more often.
+A process waiting for another one's record wakes once when it lands, instead of spending its CPU
+looking for it. inotify sees this host's writes only, so a caller still looks on its own now and
+then, and more often when :attr:`FolderWatch.active` is False (no inotify, or its limits reached).
 """
 
 from __future__ import annotations

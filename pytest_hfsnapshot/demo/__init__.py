@@ -1,11 +1,9 @@
 """The demo: ``python -m pytest_hfsnapshot.demo [extra pytest arguments]``.
 
-Writes a few small repos to a folder and serves it with the testing kit's local Hub in this
-process (127.0.0.1, no internet needed), the way ``pytest-hfsnapshot serve DIR`` does
-(:mod:`pytest_hfsnapshot.testing.serve`); leaves a damaged copy of one repo in a fresh cache;
-then runs the example suite shipped in ``pytest_hfsnapshot/demo/suite`` on two xdist workers in
-a child process pointed at that Hub by the same exports ``serve`` prints. Afterwards it explains
-what happened, with the Hub's request counts. The exit code is pytest's.
+It serves a few small repos from this process with the testing kit (no internet needed), damages
+one in a fresh cache, runs the example suite in ``pytest_hfsnapshot/demo/suite`` on two xdist
+workers against that Hub, then explains what happened with the Hub's request counts. The exit code
+is pytest's.
 """
 
 from __future__ import annotations

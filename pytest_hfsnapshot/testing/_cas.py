@@ -1,16 +1,9 @@
 """The local Hub's Xet content store: bytes uploaded by hf_xet, read back to answer a CAS.
 
-:class:`XetStore` owns a ``local://<dir>`` CAS in a temporary folder. Bytes go in through hf_xet's
-own upload API, so the xet hashes, shards and xorbs are the ones huggingface.co would hold. To
-answer ``/v1|v2/reconstructions/{xet_hash}`` and ranged xorb fetches over HTTP it reads back what
-hf_xet wrote: the shard files (file hash -> chunk ranges of xorbs) and the chunk headers of the
-xorb files (chunk -> byte range in the xorb). No HTTP here: the local Hub serves these answers.
-
-Formats, from xet-core's ``metadata_shard/shard_format.rs`` and ``xorb_object``: a shard starts
-with a 48-byte header (tag, version, footer size) and ends with a footer whose second and third
-u64 are the offsets of the file-info and xorb-info sections; each section is a run of 48-byte
-records closed by an all-0xFF hash. A xorb is a run of chunks, each an 8-byte header (version
-u8, compressed length u24, scheme u8, uncompressed length u24) and its bytes, then a footer.
+Bytes go in through hf_xet's own upload API, so the xet hashes, shards and xorbs are the ones
+huggingface.co would hold; reconstructions and ranged xorb fetches are answered from what hf_xet
+wrote (the formats are xet-core's ``metadata_shard/shard_format.rs`` and ``xorb_object``). No HTTP
+here: the local Hub serves these answers.
 """
 
 from __future__ import annotations
@@ -175,6 +168,9 @@ class XetStore:
             self._shards_read.add(name)
 
     def _read_shard(self, data: bytes) -> None:
+        # A shard: a 48-byte header (tag, version, footer size), sections of 48-byte records each
+        # closed by an all-0xFF hash, and a footer whose second and third u64 are the offsets of
+        # the file-info and xorb-info sections.
         (footer_size,) = struct.unpack_from("<Q", data, 40)
         _, file_info_offset = struct.unpack_from("<QQ", data, len(data) - footer_size)
         pos = file_info_offset
@@ -197,7 +193,11 @@ class XetStore:
             self._files[_hash_hex(file_hash)] = tuple(segments)
 
     def _layout(self, xorb: str, chunks: int) -> list[tuple[int, int, int]]:
-        """``(start, end, size)`` of the first ``chunks`` chunks of a xorb, walked from its headers."""
+        """``(start, end, size)`` of the first ``chunks`` chunks of a xorb, walked from its headers.
+
+        A xorb is a run of chunks, each an 8-byte header (version u8, compressed length u24,
+        scheme u8, uncompressed length u24) and its bytes, then a footer.
+        """
         layout = self._layouts.setdefault(xorb, [])
         if len(layout) < chunks:
             with self._xorb_path(xorb).open("rb") as xorb_file:

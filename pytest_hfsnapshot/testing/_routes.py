@@ -1,7 +1,7 @@
 """The local Hub's answers: one reply per request on each origin (the Hub, its CDN, the CAS).
 
-The routes and their wire behaviour are listed in :mod:`pytest_hfsnapshot.testing.hub`. No
-sockets here: :mod:`._server` reads requests, applies the fault plan and writes these replies.
+The routes are listed in docs/reference/testing-kit.md. No sockets here: :mod:`._server` reads
+requests, applies the fault plan and writes these replies.
 """
 
 from __future__ import annotations

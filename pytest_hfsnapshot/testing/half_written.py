@@ -1,41 +1,11 @@
-"""Half-written Hugging Face cache states, reproduced on purpose.
+"""Half-written Hugging Face cache states, reproduced on purpose, byte for byte.
 
-Each function takes a repo already in a huggingface_hub cache (for example filled by
-``snapshot_download`` from the local Hub) and leaves exactly what a real failure leaves,
-byte for byte, so a test can prove that its code (or ``materialize``) copes::
-
-    from huggingface_hub import snapshot_download
-    from . import half_written
-
-    snapshot_download("org/tiny", cache_dir=cache)
-    half_written.truncated_blob(cache, "org/tiny", "model.safetensors")
-
-==========================  ====================================================================
-function                    state it leaves (the real failure, in each docstring)
-==========================  ====================================================================
-``interrupted_download``    largest file's link and blob gone, ``blobs/<etag>.<8 hex>.incomplete``
-                            holding half of it; refs and ``trees/`` listing kept
-``missing_file``            one file's link gone, its blob kept
-``truncated_blob``          one blob cut to half its size
-``corrupted_blob``          one byte of one blob flipped, size kept
-``dangling_link``           one blob deleted, its link left pointing at nothing
-``orphan_incomplete``       a ``blobs/<etag>.<8 hex>.incomplete`` beside a complete snapshot
-``empty_ref``               ``refs/<revision>`` empty
-``garbage_ref``             ``refs/<revision>`` holding 40 NUL bytes
-``stale_lock``              the plugin's repo lock held on record by a dead process (or one on
-                            another host): holder record and lease marker
-==========================  ====================================================================
-
-Every function returns the absolute paths it created, changed or deleted (never empty), raises
-``ValueError`` for a repo id, file name or revision that would reach outside ``cache_dir``
-(absolute paths, ``..``, symlinks leading out) and ``FileNotFoundError`` when the repo, the
-revision or the file is not cached. Model, dataset and space repos all work.
-
-Fixtures (registered by the plugin, no import needed):
-
-``half_written``
-    A :class:`HalfWritten` bound to ``local_hub.cache_dir``: the same functions without the
-    ``cache_dir`` argument, e.g. ``half_written.dangling_link("org/tiny", "config.json")``.
+Each function takes a repo already in a huggingface_hub cache and leaves exactly what one real
+failure leaves (which one: in its docstring), so that a test can prove its code, or
+``materialize``, copes. Every function returns the absolute paths it created, changed or deleted,
+raises ``ValueError`` for a name that would reach outside ``cache_dir`` and
+``FileNotFoundError`` when the repo, revision or file is not cached. The ``half_written``
+fixture is a :class:`HalfWritten` bound to ``local_hub.cache_dir``.
 """
 
 from __future__ import annotations

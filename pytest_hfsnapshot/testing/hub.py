@@ -1,78 +1,15 @@
-"""A local Hugging Face Hub double: real HTTP servers with git-like repos, Xet storage and a fault plan.
+"""A local Hugging Face Hub: real HTTP servers that the unmodified client and hf_xet talk to.
 
-The unmodified ``huggingface_hub`` client (1.x and 2.x) and hf_xet talk to it for
-``snapshot_download``, ``hf_hub_download``, ``HfApi.repo_info``/``model_info``/``dataset_info``/
-``space_info``, ``list_repo_tree`` (paginated with ``Link: rel="next"``), ``get_paths_info``,
-``list_repo_refs``, ``file_exists``, ``revision_exists`` and ``whoami``. No pytest needed::
+Repos are git-like (commits, branches, tags); LFS files are Xet-backed, as on huggingface.co, when
+hf_xet is importable; a fault plan fails, cuts, corrupts, paces or rate-limits any request. It
+needs no pytest::
 
     with LocalHub() as hub, hub.configure_client(tmp / "cache"):
-        commit = hub.add_repo("org/tiny", {"config.json": "{}", "model.safetensors": b"..."})
+        hub.add_repo("org/tiny", {"config.json": "{}", "model.safetensors": b"..."})
         hub.fail("*model.safetensors", 503, times=2)
         snapshot_download("org/tiny")
 
-Storage, as on huggingface.co: with ``xet`` (the default when hf_xet is importable) every LFS
-file is Xet-backed. Its bytes are uploaded by hf_xet's own upload code into a ``local://`` CAS
-folder the hub owns (removed on ``stop``), so xet hashes, shards and xorbs are real, and three
-origins serve: the Hub (127.0.0.1), the CAS (127.0.0.1, another port) and a CDN on another
-loopback host (127.0.0.2), as the real CDN is another host. An unpatched client then downloads
-LFS files through hf_xet, or over plain HTTP from the CDN when ``HF_HUB_DISABLE_XET=1``. With
-``LocalHub(xet=False)`` only the Hub runs and LFS files are served at ``/resolve`` itself.
-
-Hub routes (``{type}`` is ``models``, ``datasets`` or ``spaces``; ``{prefix}`` is empty,
-``datasets/`` or ``spaces/``; a revision is a branch, a tag or a 40-hex commit, percent-encoded
-when it holds a slash, e.g. ``refs%2Fpr%2F1``):
-
-- ``GET /api/{type}/{repo}`` and ``GET /api/{type}/{repo}/revision/{rev}``: repo info (``sha``,
-  ``siblings``, ``private``, ``gated``; ``?blobs=true`` adds sizes and LFS data).
-- ``GET /api/{type}/{repo}/tree/{rev}[/{dir}]?recursive=&cursor=``: the listing, ``tree_page_size``
-  entries per page; Xet-backed entries carry ``xetHash``.
-- ``POST /api/{type}/{repo}/paths-info/{rev}``: listing entries of the given ``paths`` (form or JSON).
-- ``GET /api/{type}/{repo}/refs``: branches, tags and ``refs/pr/*`` branches as pull requests.
-- ``GET|HEAD /{prefix}{repo}/resolve/{rev}/{path}``: a Xet-backed file answers 302 to its CDN URL
-  with ``X-Xet-Hash``, ``ETag``, ``X-Linked-Etag``, ``X-Linked-Size``, ``X-Repo-Commit``,
-  ``Location`` and ``Link: <{hub}/api/{type}/{repo}/xet-read-token/{commit}>; rel="xet-auth"``
-  (the client reads the metadata from the 302 and does not follow it to another host). Any
-  other file is served in place: ``Range`` honoured (206), ``ETag``, ``X-Repo-Commit``, and for
-  LFS files ``X-Linked-Etag``/``X-Linked-Size``.
-- ``GET /api/{type}/{repo}/xet-read-token/{rev}`` (Xet only): a CAS token for that commit, as
-  headers ``X-Xet-Cas-Url``, ``X-Xet-Access-Token``, ``X-Xet-Token-Expiration`` (read by
-  huggingface_hub) and as JSON ``{"accessToken", "exp", "casUrl"}`` (read by hf_xet when it
-  refreshes). Tokens expire after ``xet_token_ttl`` seconds.
-- ``GET /api/whoami-v2``: a user for the hub's token, else 401.
-- Anything else (e.g. the telemetry route ``/api/agent-harnesses``): 404.
-
-CDN routes: ``GET|HEAD /cdn/{type}/{repo, percent-encoded}/{commit}/{path}``, the file's bytes
-with ``Range`` honoured; "presigned": no token is checked. CAS routes:
-``GET /v2/reconstructions/{xet_hash}`` and ``/v1/...`` (``Range`` honoured; ``cas_v2 = False``
-makes ``/v2`` answer 404 so the client falls back to ``/v1``), which need a bearer token handed
-out by the token route for a repo holding that file (unknown: 401; expired: 401, which hf_xet
-does not retry), and ranged ``GET /xorbs/default/{xorb_hash}?sig=...`` with no token.
-
-Access control on the Hub: a request whose ``Authorization`` is not ``Bearer <hub token>`` gets
-401 + ``X-Error-Message: Invalid credentials in Authorization header`` on every route, as the
-Hub answers an invalid or expired token; without ``Authorization``, an unknown or private repo
-answers 401 + ``X-Error-Code: RepoNotFound`` everywhere; a gated repo answers 403 +
-``X-Error-Code: GatedRepo`` on ``resolve`` and ``xet-read-token`` (its info and listings stay
-public, as on the Hub); an unknown revision 404 ``RevisionNotFound``; an unknown file or folder
-404 ``EntryNotFound`` (with ``X-Repo-Commit``, so the client caches the miss).
-
-Fault plan and counters, every origin: a request matches a pattern (``fnmatch.fnmatchcase``) by
-its own percent-decoded path without query (the form ``requests`` records), and a CDN request,
-a CAS reconstruction or a xorb fetch for a repo file also by that file's
-``/{prefix}{repo}/resolve/{commit}/{path}`` (CAS tokens and the key in xorb URLs name the repo
-and commit), so ``fail("*model.safetensors", 503)`` fails the file whichever way the client
-fetches it. Each request first looks for a ``fail`` entry (HEAD included); one that fails gets
-no other fault. Otherwise a 2xx response with a non-empty body (not HEAD, not an error answer)
-looks for a ``cut``/``corrupt`` entry. Within each kind the first entry added that matches and
-is not used up is used, and counts one use. ``cut`` and ``corrupt`` aimed at a Xet-backed file
-act on the responses that carry its bytes, the xorb ranges; its reconstruction (JSON) matches
-them by its own path only (``"*/reconstructions/*"``). ``corrupt`` flips a byte of the payload of
-one chunk of the range, where hf_xet decodes it to one wrong byte of the file (a chunk stored as
-is: its middle byte; an LZ4 or byte-grouped LZ4 chunk: the last literal of its frame), so the
-client keeps a file of the right length with one byte wrong, as over plain HTTP (a chunk the file
-repeats shows the wrong byte at each repeat). ``rate_limit`` is looked at before either: a request
-it refuses gets a 429 like huggingface.co's and no other fault. ``slow`` paces the bodies of every
-origin together. Each record of ``counters()`` carries the time its request arrived (``at``).
+Its routes and wire behaviour are listed in docs/reference/testing-kit.md.
 """
 
 from __future__ import annotations

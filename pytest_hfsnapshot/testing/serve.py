@@ -1,16 +1,9 @@
 """A folder of repos served as a local Hub for a whole session: ``pytest-hfsnapshot serve DIR``.
 
-Layout of ``DIR`` (CONTRACT section 6)::
-
-    DIR/<org>/<name>/...             a model repo whose tree is that folder's files
-    DIR/datasets/<org>/<name>/...    a dataset
-    DIR/spaces/<org>/<name>/...      a space
-
-An empty file ``.gated`` or ``.private`` at the top of a repo folder makes that repo gated or
-private; the marker is not served. Each repo gets one commit on ``main``.
-
-The demo serves its repos the same way (:func:`load_folder`, :func:`client_exports`). Without
-pytest, as the rest of the testing kit.
+``DIR/<org>/<name>/`` is a model repo whose tree is that folder's files (one commit on ``main``);
+``DIR/datasets/...`` and ``DIR/spaces/...`` hold datasets and spaces; an empty ``.gated`` or
+``.private`` file in a repo folder makes it gated or private. The demo serves its repos the same
+way (:func:`load_folder`, :func:`client_exports`).
 """
 
 from __future__ import annotations
