@@ -1,42 +1,10 @@
-"""Where things live in a huggingface_hub cache, and where our own records live beside them.
+"""Where things live in a huggingface_hub cache, and where our own state lives beside it.
 
-This is the one module that knows the cache layout by hand::
-
-    {cache}/{models|datasets|spaces}--org--name/
-        blobs/<etag>                     file contents (git sha1, or sha256 for LFS)
-        blobs/<etag>.<8 hex>.incomplete  a download in flight, or orphaned by a kill
-        snapshots/<commit>/<path>        relative symlinks to ../../blobs/<etag>
-        refs/<branch or tag>             the commit it pointed at when last resolved
-        .no_exist/<commit>/<path>        a path the commit does not have (an empty marker)
-        blobs/<sha256> -> ../../blobs/<xx>/<xet hash>   a Xet file kept in the shared store
-        trees/<commit>.json              the client's cached listing (written by its own code)
-    {cache}/blobs/<xx>/<xet hash>        the shared blob store (huggingface_hub >= 1.33, Xet
-                                         downloads): one read-only file per content, with
-                                         ``<xet hash>.refs`` (the links to it) and ``<xet hash>.lock``
-    {cache}/.locks/{repo folder}/<etag>.lock        the client's per-blob locks
-    {cache}/blobs/<xx>/<xet hash>.lock.soft          its lock of a store entry where flock fails
-
-Our own state lives under ``{cache}/.locks/hfsnapshot/``, the one folder of the cache root that
-huggingface_hub's cache tools (``scan_cache_dir``, ``hf cache ls/rm/prune``) skip and never
-delete from, so no lock file of ours is removed while it can be held::
-
-    locks/{repo folder}.lock             our per-repo lock (never deleted), with .holder.json
-                                         beside it, and .flock-probe
-    locks/{repo folder}.softlock         the lease that replaces it where flock fails
-    records/{repo folder}/...            completeness records
-    usage/{repo folder}/<commit>         when a snapshot of that commit was last handed out (its mtime)
-    resolutions/{session}/...            branch resolutions shared by one test session
-    refusals/{repo folder}.json          the Hub's last refusal of the repo (auth)
-    outcomes/{session}/<key>.json        the failure memory shared by the workers of one test session
-    gate/{session}/<endpoint>.json       rate-limit windows of one session (``gate``), each with a .lock
-    outages/{session}/<endpoint>.json    endpoints one session found unreachable (``outage``)
-
-A read-only cache layer (:mod:`pytest_hfsnapshot.core.layers`) is read with this same layout, by
-file names alone (:meth:`RepoCache.bytes_in`); the writable cache then holds ``blobs/<etag>`` as an
-absolute link to the layer's file.
-
-A record only says that a snapshot was verified: every use re-checks the files it names, so a
-repo removed by ``hf cache rm`` or a prune leaves nothing that the next run would trust.
+The one module that knows the cache layout by hand: the client's folders (:class:`RepoCache`) and
+ours (:data:`OWN_DIR`), which sit in the one folder of the cache root that huggingface_hub's cache
+tools skip and never delete from, so no lock of ours is removed while it can be held. A record only
+says that a snapshot was verified: every use re-checks the files it names, so a repo removed by
+``hf cache rm`` or a prune leaves nothing that the next run would trust.
 """
 
 from __future__ import annotations
@@ -55,7 +23,19 @@ from ..errors import UnsafeCacheError
 from ..request import is_commit
 from ._hf_compat import client_listing_cache
 
-#: Our state folder, relative to the cache root (see the module docstring).
+#: Our state folder, relative to the cache root. What it holds::
+#:
+#:     locks/{repo folder}.lock             our per-repo kernel lock (never deleted), with .holder.json
+#:                                          beside it, and .flock-probe
+#:     locks/{repo folder}.softlock         the lease that replaces it where flock fails (its holder
+#:                                          removes it when it lets go)
+#:     records/{repo folder}/...            completeness records
+#:     usage/{repo folder}/<commit>         when a snapshot of that commit was last handed out (its mtime)
+#:     resolutions/{session}/...            branch resolutions shared by one test session
+#:     refusals/{repo folder}.json          the Hub's last refusal of the repo (auth)
+#:     outcomes/{session}/<key>.json        the failure memory shared by the workers of one test session
+#:     gate/{session}/<endpoint>.json       rate-limit windows of one session (``gate``), each with a .lock
+#:     outages/{session}/<endpoint>.json    endpoints one session found unreachable (``outage``)
 OWN_DIR = os.path.join(".locks", "hfsnapshot")
 #: The shared blob store's folder in the cache root (huggingface_hub's ``SHARED_BLOBS_DIR_NAME``).
 STORE_DIR = "blobs"
@@ -141,7 +121,25 @@ def store_file(cache_dir: str | os.PathLike[str], xet_hash: str) -> Path:
 
 
 class RepoCache:
-    """Paths of one repo inside one cache folder, with containment checks."""
+    """Paths of one repo inside one cache folder, with containment checks.
+
+    The client's layout::
+
+        {cache}/{models|datasets|spaces}--org--name/
+            blobs/<etag>                     file contents (git sha1, or sha256 for LFS)
+            blobs/<etag>.<8 hex>.incomplete  a download in flight, or orphaned by a kill
+            blobs/<sha256> -> ../../blobs/<xx>/<xet hash>   a Xet file kept in the shared store
+            snapshots/<commit>/<path>        relative symlinks to ../../blobs/<etag>
+            refs/<branch or tag>             the commit it pointed at when last resolved
+            .no_exist/<commit>/<path>        a path the commit does not have (an empty marker)
+            trees/<commit>.json              the client's cached listing (written by its own code)
+        {cache}/blobs/<xx>/<xet hash>        the shared blob store (huggingface_hub >= 1.33): one
+                                             read-only file per content, with ``.refs`` and ``.lock``
+        {cache}/blobs/<xx>/<xet hash>.lock.soft         its lock of a store entry where flock fails
+        {cache}/.locks/{repo folder}/<etag>.lock        the client's per-blob locks
+
+    A read-only layer is read with the same layout, by file names alone (:meth:`bytes_in`).
+    """
 
     def __init__(self, cache_dir: str | os.PathLike[str], repo_id: str, repo_type: str) -> None:
         self.cache_dir = Path(cache_dir).expanduser().resolve()

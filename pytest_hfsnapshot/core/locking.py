@@ -1,29 +1,11 @@
-"""One cross-process lock per (repo_type, repo_id), in our own ``locks`` folder of the cache (see ``layout``).
+"""One cross-process lock per repo, so that one process at a time materializes a snapshot into a cache.
 
-Every process that shares the cache (xdist workers, parallel CI jobs, other hosts of a fleet)
-takes the same lock, so one snapshot is materialized by one process at a time while unrelated
-repos never wait for each other.
-
-Two mechanisms, chosen per lock folder:
-
-- **kernel** (``flock``, the default where it works): a killed holder frees the lock at once;
-  the lock file is never deleted (deleting it lets a second process lock a new inode while
-  the first still holds the old one).
-- **lease** (filesystems without ``flock``, e.g. some network mounts; ``soft`` is another name
-  for it): filelock's :class:`~filelock.SoftFileLease`. Its marker names the holder's pid and
-  host and the lease length; the holder renews it from a background thread every third of the
-  lease. A dead holder on this host is taken over at once; a claim not renewed for the lease
-  length is taken over by a waiter on any host, even while its old holder still runs. So a
-  holder checks, before each write step, that the lease is still its own
-  (:meth:`RepoLock.ensure_held`), and stops with :class:`~pytest_hfsnapshot.errors.LockLostError`
-  once it is not. Every host sharing the cache must use the same lease length.
-
-Where ``flock`` fails, huggingface_hub's own per-blob locks are marker files too (filelock's
-``SoftFileLock``), which nothing ever breaks across hosts: a host that died while downloading
-leaves them behind for good. The process that takes over an expired lease removes those of the
-repo's markers that name the host it took the lease from (see :func:`clear_client_markers`).
-
-We never proceed unlocked. ``HFSNAPSHOT_LOCK_MODE=kernel|lease|auto`` forces a mechanism.
+Every process sharing the cache (xdist workers, CI jobs, the hosts of a fleet) takes the same lock
+in our ``locks`` folder, and unrelated repos never wait for each other. Where ``flock`` works the
+lock is the kernel's: a killed holder frees it at once, and its file is never deleted. Elsewhere it
+is filelock's lease, which a waiter on any host takes over once its holder stops renewing it, so a
+holder checks before each write step that the lease is still its own (:meth:`RepoLock.ensure_held`).
+We never proceed unlocked.
 """
 
 from __future__ import annotations
@@ -87,7 +69,17 @@ def flock_works(folder: Path) -> bool:
 
 
 def lock_mode(folder: Path) -> str:
-    """``kernel`` or ``lease`` for locks in ``folder``, honouring ``HFSNAPSHOT_LOCK_MODE``."""
+    """``kernel`` or ``lease`` for locks in ``folder``, honouring ``HFSNAPSHOT_LOCK_MODE``.
+
+    - **kernel** (``flock``, where it works): deleting its file would let a second process lock a
+      new inode while the first still holds the old one.
+    - **lease** (``soft`` is another name): filelock's :class:`~filelock.SoftFileLease`. Its marker
+      names the holder's pid and host and the lease length; the holder renews it from a thread
+      every third of the lease. A dead holder on this host is taken over at once; a claim not
+      renewed for the lease length is taken over from any host, even while its holder still runs,
+      which then stops with :class:`~pytest_hfsnapshot.errors.LockLostError`. Every host sharing
+      the cache must use the same lease length.
+    """
     forced = os.environ.get(MODE_ENV, "auto").strip().lower() or "auto"
     forced = _ALIASES.get(forced, forced)
     if forced not in ("auto", *MODES):
