@@ -446,6 +446,9 @@ class _Scanner:
         return named
 
     def _tree(self, repo: RepoCache, commit: str) -> dict[str, ExpectedFile] | None:
+        # The client keeps the listings it read in memory: one removed since is no listing.
+        if not stat.S_ISREG(_lstat_mode(repo.tree_cache(commit))):
+            return None
         try:
             raw = repo.read_listing_cache(commit)
             return None if raw is None else listing_mod.parse(repo, raw)
