@@ -154,15 +154,21 @@ class Observer:
                             return name
         return revision
 
+    def local_answer(self, request: Any) -> local_answers.Answer | None:
+        """Offline: the Hub's answer to ``request`` made from the pin file and the cache, if it can be."""
+        if not self.offline():
+            return None
+        call = hub_calls.parse(str(request.url), self._endpoint())
+        if call is None:
+            return None
+        return local_answers.answer(call, str(request.method), self._pin_file(), self._cache_dir())
+
     def handle(self, inner: Any, request: Any) -> Any:
         """The transport's step: offline, answer a recorded snapshot here and let nothing out."""
         if not self.offline():
             return inner.handle_request(request)
         url = str(request.url)
-        call = hub_calls.parse(url, self._endpoint())
-        made = None
-        if call is not None:
-            made = local_answers.answer(call, str(request.method), self._pin_file(), self._cache_dir())
+        made = self.local_answer(request)
         if made is None:
             from huggingface_hub.errors import OfflineModeIsEnabled
 
@@ -380,9 +386,25 @@ def attach(client: Any) -> None:
         if observer is not None:
             observer.on_response(response)
 
+    def answered_here(hook: Any) -> Any:
+        # huggingface_hub's own hook refuses every request in offline mode; one the observer answers
+        # from the pin file and the cache never leaves the process, so it may go on to the transport.
+        def request_hook(request: Any) -> Any:
+            try:
+                return hook(request)
+            except Exception as error:
+                observer = current()
+                if type(error).__name__ != "OfflineModeIsEnabled" or observer is None:
+                    raise
+                if observer.local_answer(request) is None:
+                    raise
+                return None
+
+        return request_hook
+
     hooks = client.event_hooks
     client.event_hooks = {
-        "request": [*hooks.get("request", ()), on_request],
+        "request": [*(answered_here(hook) for hook in hooks.get("request", ())), on_request],
         "response": [*hooks.get("response", ()), on_response],
     }
     _hf_compat.wrap_client_transports(client, _Transport)
