@@ -207,9 +207,8 @@ def summary_lines(uses: Sequence[ImplicitUse], pin_file: pins.PinFile | None, pi
     if unlisted:
         n = len(unlisted)
         lines.append(
-            f"hfsnapshot: {n} of {len(uses)} implicit snapshot{'s' if len(uses) != 1 else ''} "
-            f"{'is' if n == 1 else 'are'} not in {where}; record {'it' if n == 1 else 'them'} with "
-            f"`{pins_hint(pin_path)}`"
+            f"hfsnapshot: {n} implicit snapshot{'s' if n != 1 else ''} {'is' if n == 1 else 'are'} not in "
+            f"{where}; record {'it' if n == 1 else 'them'} with `{pins_hint(pin_path)}`"
         )
     else:
         lines.append(f"hfsnapshot: all {len(uses)} implicit snapshots are in {where}")
