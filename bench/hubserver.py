@@ -3,7 +3,7 @@
 The measured workers must not share a GIL (or a process) with the server, so the bench starts
 :class:`~pytest_hfsnapshot.testing.hub.LocalHub` in a "spawn" child and talks to it with small
 commands: add a repo (contents generated in the server, so a GiB never crosses the pipe),
-reset and read the counters, and set a per-stream bandwidth cap.
+reset and read the counters, cap the link, set a rate limit.
 """
 
 from __future__ import annotations
@@ -17,29 +17,20 @@ from typing import Any
 
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-#: Per-file content spec sent to the server: an int is that many random bytes, a str is the text,
-#: ``{"shared": key, "size": n}`` is n random bytes made once per key (the same bytes in every repo
-#: that names the key).
-FileSpec = int | str | dict[str, Any]
+#: Per-file content sent to the server: an int is that many random bytes, a str is the text.
+FileSpec = int | str
 
 
-def _stats(hub: LocalHub, log: bool = False) -> dict[str, Any]:
+def _stats(hub: LocalHub) -> dict[str, Any]:
     counters = hub.counters()  # one consistent copy: the figures below agree with each other
     stats: dict[str, Any] = {
         "requests": len(counters.records),
         "revision_requests": counters.request_count("/api/*/revision/*"),
-        "tree_requests": counters.request_count("/api/*/tree/*"),
-        "resolve_head": counters.request_count("*/resolve/*", "HEAD"),
-        "resolve_get": counters.request_count("*/resolve/*", "GET"),
-        "head_requests": counters.request_count(None, "HEAD"),
-        "errors": sum(1 for r in counters.records if r.status >= 400),
         "bytes": counters.bytes_served,
         # File bytes on every origin: /resolve itself, and the CDN and CAS requests for a file,
         # which match as that file's /resolve path.
         "file_bytes": counters.served("*/resolve/*"),
     }
-    if log:
-        stats["log"] = [f"{r.origin} {r.method} {r.path} {r.status} {r.body_bytes}" for r in counters.records]
     return stats
 
 
@@ -48,16 +39,9 @@ def _serve(conn: Connection, tree_page_size: int) -> None:
     hub.start()
     conn.send(hub.url)
 
-    shared: dict[str, bytes] = {}
-
     def content(spec: FileSpec) -> bytes | str:
-        if isinstance(spec, int):
-            return os.urandom(spec)  # incompressible: Xet can neither compress nor deduplicate it
-        if isinstance(spec, dict):
-            if spec["shared"] not in shared:
-                shared[spec["shared"]] = os.urandom(spec["size"])
-            return shared[spec["shared"]]
-        return spec
+        # random bytes are incompressible: Xet can neither compress nor deduplicate them
+        return os.urandom(spec) if isinstance(spec, int) else spec
 
     def add_repo(repo_id: str, files: dict[str, FileSpec], repo_type: str = "model") -> dict[str, Any]:
         contents = {path: content(spec) for path, spec in files.items()}
@@ -68,10 +52,8 @@ def _serve(conn: Connection, tree_page_size: int) -> None:
     handlers: dict[str, Callable[..., Any]] = {
         "add_repo": add_repo,
         "reset": hub.reset_counters,
-        "stats": lambda log=False: _stats(hub, log),
+        "stats": lambda: _stats(hub),
         "xet": lambda: hub.xet,
-        # A per-stream cap (each body on its own), as a real link to the Hub limits each stream.
-        "set_stream_rate": hub.slow_each,
         "rate_limit": hub.rate_limit,
         "clear_faults": hub.clear_faults,
         # Arrival time, origin, method, path and status of every request since the last reset.
@@ -127,12 +109,9 @@ class HubProcess:
     def reset(self) -> None:
         self._call("reset")
 
-    def stats(self, log: bool = False) -> dict[str, Any]:
-        """Requests and body bytes since the last reset, totalled and by kind (``log``: and each request)."""
-        return dict(self._call("stats", log=log))
-
-    def set_stream_rate(self, bytes_per_second: float | None) -> None:
-        self._call("set_stream_rate", bytes_per_second)
+    def stats(self) -> dict[str, Any]:
+        """Requests and body bytes since the last reset, totalled and by kind."""
+        return dict(self._call("stats"))
 
     def rate_limit(self, limit: int, window: float, pattern: str = "*") -> None:
         """A fixed-window rate limit answering like huggingface.co (see ``LocalHub.rate_limit``)."""
@@ -143,9 +122,10 @@ class HubProcess:
 
     def records(self) -> list[tuple[float, str, str, str, int]]:
         """``(at, origin, method, path, status)`` per request since the last reset, as the Hub saw them."""
-        return [tuple(r) for r in self._call("records")]  # type: ignore[misc]
+        return [tuple(r) for r in self._call("records")]
 
     def set_link_rate(self, bytes_per_second: float | None) -> None:
+        """One cap for all bodies together, as a CI runner's link (None: no cap)."""
         self._call("set_link_rate", bytes_per_second)
 
     def stop(self) -> None:

@@ -1,16 +1,17 @@
-"""Starting measured worker processes against the bench Hub, and the rows they produce."""
+"""Measured worker processes against the bench Hub, the rounds they run in, and the rows they give."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,23 +21,67 @@ from pytest_hfsnapshot.testing.hub import client_patches
 from .hubserver import HubProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-#: The three ways of doing the same work, in table order.
+#: The three ways of doing the same work, in table order: the plugin, A and B.
 TOOLS = ("plugin", "hf", "handrolled")
 #: How the client fetches LFS files from the bench Hub (which serves them from Xet storage when
-#: hf_xet is installed): the environment each worker gets. ``xet`` is the default of a real
-#: install (hf_xet and huggingface_hub's shared blob store), ``xet-noshare`` is Xet without the
-#: shared store, ``http`` is plain HTTP from the CDN.
-TRANSPORTS: dict[str, dict[str, str]] = {
-    "xet": {},
-    "xet-noshare": {"HF_HUB_DISABLE_SHARED_BLOBS": "1"},
-    "http": {"HF_HUB_DISABLE_XET": "1"},
+#: hf_xet is installed): ``xet`` is a real install's default (with the shared blob store), ``http``
+#: is plain HTTP from the CDN.
+TRANSPORTS: dict[str, dict[str, str]] = {"xet": {}, "http": {"HF_HUB_DISABLE_XET": "1"}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """Sizes and repeat counts of one run; the defaults are the full run's."""
+
+    name: str
+    #: The transports of the per-transport workloads (``--transport`` picks one).
+    transports: tuple[str, ...] = tuple(TRANSPORTS)
+    #: ABBA rounds of the comparisons that start processes per side.
+    rounds: int = 7
+    #: The sharded repo of ``cold-8-procs`` and ``repair-truncated-shard``: shards x MiB.
+    shards: int = 4
+    shard_mib: int = 32
+    #: Files of the many-files repo of ``warm-1000-files``, and timed calls per tool and round.
+    warm_files: int = 1000
+    warm_calls: int = 12
+    #: The one file of ``cold-1-gib`` (MiB), and its ABBA rounds.
+    big_mib: int = 1024
+    big_rounds: int = 11
+    #: Seconds without free-page reporting a primed run waits for (:class:`MemoryPrimer`).
+    prime_quiet: float = 2.5
+    #: Tests of ``suite-without-snapshots``.
+    suite_tests: int = 2000
+    #: Processes of ``rate-limit-window`` (one run each), and its window in seconds.
+    rate_processes: tuple[int, ...] = (1, 4, 8)
+    rate_window: float = 3.0
+    #: ``--hf-retries`` of ``outage-warm-n4``: the retry budget it measures against.
+    outage_retries: int = 5
+
+
+PROFILES = {
+    "full": Profile(name="full"),
+    "quick": Profile(name="quick", rounds=3, shard_mib=8, warm_calls=8, big_mib=256, big_rounds=9),
+    "smoke": Profile(
+        name="smoke",
+        transports=("xet",),
+        rounds=1,
+        shard_mib=1,
+        warm_files=200,
+        warm_calls=3,
+        big_mib=32,
+        big_rounds=1,
+        prime_quiet=0.0,
+        suite_tests=200,
+        rate_processes=(4,),
+        rate_window=1.0,
+        outage_retries=1,
+    ),
 }
-WORKER_TIMEOUT = 900.0
 
 
 @dataclass(frozen=True)
 class Target:
-    """A goal of the issue: ``op`` is ``<=``, ``>=``, ``==`` or ``info`` (no goal); ``text`` is shown."""
+    """A goal: ``op`` is ``<=``, ``>=``, ``==`` or ``info`` (no goal); ``text`` is shown."""
 
     op: str
     value: float
@@ -45,18 +90,16 @@ class Target:
     def check(self, measured: float | None) -> bool | None:
         if measured is None or self.op == "info":
             return None
-        if self.op == "<=":
-            return measured <= self.value
-        if self.op == ">=":
-            return measured >= self.value
-        return measured == self.value
+        return {"<=": measured <= self.value, ">=": measured >= self.value, "==": measured == self.value}[self.op]
+
+
+INFO = Target("info", 0, "-")
 
 
 @dataclass
 class Row:
-    """One line of the table: the plugin's figure against its target, the baselines' beside it."""
+    """One line of the table: the plugin's figure against its target, A's and B's beside it."""
 
-    key: str
     workload: str
     measure: str
     plugin: float | None
@@ -66,6 +109,11 @@ class Row:
     fmt: str = "{:.2f}"
     note: str = ""
     cells: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of_tools(cls, workload: str, measure: str, figures: dict[str, float], target: Target, **kwargs: Any) -> Row:
+        """A row of one figure per tool of :data:`TOOLS`."""
+        return cls(workload, measure, figures["plugin"], figures["hf"], figures["handrolled"], target, **kwargs)
 
     @property
     def passed(self) -> bool | None:
@@ -79,13 +127,10 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "key": self.key,
             "workload": self.workload,
             "measure": self.measure,
-            "plugin": self.plugin,
-            "baseline_a": self.a,
-            "baseline_b": self.b,
             "cells": {w: self.cell(w) for w in ("plugin", "a", "b")},
+            "plugin": self.plugin,
             "target": self.target.text,
             "result": {True: "PASS", False: "MISS", None: "n/a"}[self.passed],
             "note": self.note,
@@ -96,13 +141,30 @@ def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
+def spread(values: Sequence[float], fmt: str = "{:.3f}") -> str:
+    """``median (min..max, n)``: how a median of pairs is shown with its spread."""
+    return f"{fmt.format(median(values))} ({fmt.format(min(values))}..{fmt.format(max(values))}, {len(values)})"
+
+
+def ratios(top: Sequence[float], bottom: Sequence[float]) -> list[float]:
+    """Each round's figure of one side over another's: the pairs of an ABBA comparison."""
+    return [x / y for x, y in zip(top, bottom, strict=True)]
+
+
+def abba(sides: Sequence[str], rounds: int) -> Iterator[str]:
+    """``sides`` in order, then reversed, then in order...: a machine that grows busier during the
+    run weighs on every side alike."""
+    for n in range(rounds):
+        yield from sides if n % 2 == 0 else reversed(sides)
+
+
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
 class WorkerResult:
-    """What one worker reported, plus the peak RSS the kernel accounted for it (``wait4``)."""
+    """What one worker reported, and the peak RSS the kernel accounted for it (``wait4``)."""
 
     data: dict[str, Any]
     maxrss_kib: int
@@ -123,10 +185,13 @@ class WorkerResult:
 
 
 def step(tool: str, name: str | None = None, **args: Any) -> dict[str, Any]:
+    """One call of a worker's task: ``tool`` (see :mod:`bench.worker`) with ``args``."""
     return {"name": name or tool, "tool": tool, "args": args}
 
 
 def task(*steps: dict[str, Any], rounds: int = 1, warmup: int = 0, inspect: bool = False) -> dict[str, Any]:
+    """A worker's task: its ``steps`` round-robin ``rounds`` times after ``warmup`` untimed rounds;
+    ``inspect``: report the size of every file of each returned snapshot."""
     return {"steps": list(steps), "rounds": rounds, "warmup": warmup, "inspect": inspect}
 
 
@@ -136,23 +201,25 @@ def wall(results: Sequence[WorkerResult]) -> float:
 
 
 class Bench:
-    """The shared state of one run: the Hub process, a scratch folder, rows and raw figures."""
+    """The shared state of one run: the Hub process, a scratch folder, the profile and the rows."""
 
-    def __init__(self, hub: HubProcess, workdir: Path, profile: Any, transport: str | None = None) -> None:
+    def __init__(self, hub: HubProcess, workdir: Path, profile: Profile, transport: str | None = None) -> None:
         self.hub = hub
-        #: ``xet`` or ``http`` when the per-transport workloads run on that one only (``--transport``).
-        self.transport = transport
         self.workdir = workdir
         self.profile = profile
+        #: ``--transport``: the per-transport workloads run on this one only.
+        self.transport = transport
         self.home = workdir / "hf-home"
         self.home.mkdir(parents=True, exist_ok=True)
         self.rows: list[Row] = []
         self.figures: dict[str, Any] = {}
         self.notes: list[str] = []
-        #: Extra tables (title, Markdown text) printed after the main one and added to RESULTS.md.
-        self.sections: list[tuple[str, str]] = []
 
-    # --- caches -------------------------------------------------------------------------------
+    def transports(self) -> tuple[str, ...]:
+        """The transports a per-transport workload runs on: Xet only where the Hub serves it."""
+        chosen = [self.transport] if self.transport else self.profile.transports
+        return tuple(t for t in chosen if t == "http" or self.hub.xet())
+
     def new_cache(self, label: str) -> Path:
         path = self.workdir / "caches" / f"{label}-{uuid.uuid4().hex[:8]}"
         path.mkdir(parents=True)
@@ -163,74 +230,30 @@ class Bench:
         shutil.rmtree(path, ignore_errors=True)
 
     def env(self, cache: Path, transport: str = "xet") -> dict[str, str]:
-        """The environment of a worker: huggingface_hub pointed at the bench Hub and ``cache``,
-        fetching LFS files by ``transport`` (a key of :data:`TRANSPORTS`)."""
+        """A worker's environment: huggingface_hub pointed at the bench Hub and ``cache``."""
         env = dict(os.environ)
         for name, value in client_patches(self.hub.url, cache, self.home).environ.items():
             if value is None:
                 env.pop(name, None)
             else:
                 env[name] = value
-        env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-        env["HF_HUB_DISABLE_TELEMETRY"] = "1"
-        env.pop("HFSNAPSHOT_LOCK_MODE", None)
+        env.update(HF_HUB_DISABLE_PROGRESS_BARS="1", HF_HUB_DISABLE_TELEMETRY="1")
         for switches in TRANSPORTS.values():
             for name in switches:
                 env.pop(name, None)
         env.update(TRANSPORTS[transport])
         return env
 
-    # --- workers ------------------------------------------------------------------------------
-    def start(
-        self,
-        cache: Path,
-        spec: dict[str, Any],
-        transport: str = "xet",
-        *,
-        prefix: Sequence[str] = (),
-        env: dict[str, str] | None = None,
-    ) -> Worker:
-        """Start one worker on ``spec`` (behind the command ``prefix``, with ``env`` added to its
-        environment); it imports everything, then waits for :meth:`Worker.go`."""
-        environ = {**self.env(cache, transport), **(env or {})}
-        logs = self.workdir / "logs"
-        logs.mkdir(exist_ok=True)
-        err = logs / f"worker-{uuid.uuid4().hex[:8]}.err"
-        with open(err, "w", encoding="utf-8") as err_handle:
-            proc = subprocess.Popen(
-                [*prefix, sys.executable, "-m", "bench.worker"],
-                cwd=REPO_ROOT,
-                env=environ,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err_handle,
-                text=True,
-            )
-        worker = Worker(proc, err)
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps(spec) + "\n")
-        proc.stdin.flush()
-        return worker
-
     def run(
-        self,
-        cache: Path,
-        tasks: Sequence[dict[str, Any]],
-        transport: str = "xet",
-        *,
-        prefixes: Sequence[Sequence[str]] | None = None,
-        prime: int = 0,
-        env: dict[str, str] | None = None,
+        self, cache: Path, tasks: Sequence[dict[str, Any]], transport: str = "xet", *, prime: int = 0
     ) -> list[WorkerResult]:
-        """Start one worker per task (``prefixes``: a command prefix per task; ``env``: added to
-        each one's environment), let them import, release them together, collect results.
-        ``prime``: bytes of free memory to make resident (:class:`MemoryPrimer`) once the workers
-        are ready, just before they are released."""
-        primer = MemoryPrimer() if prime else None
+        """Start one worker per task, let them import, release them together, collect results.
+        ``prime``: bytes of free memory to make alike (:class:`MemoryPrimer`) just before the release."""
+        primer = MemoryPrimer(self.profile.prime_quiet) if prime else None
         workers: list[Worker] = []
         try:
-            for n, spec in enumerate(tasks):
-                workers.append(self.start(cache, spec, transport, prefix=prefixes[n] if prefixes else (), env=env))
+            for spec in tasks:
+                workers.append(Worker(self.env(cache, transport), spec, self.workdir / "logs"))
             for worker in workers:
                 worker.ready()
             if primer is not None:
@@ -242,46 +265,35 @@ class Bench:
             for worker in workers:
                 worker.kill()
 
-    def timed(self, label: str, fn: Callable[[], Any]) -> Any:
+    def timed(self, name: str, workload: Callable[[Bench], None]) -> None:
         """Run one workload, recording its duration and how busy the rest of the machine was."""
         meter = CpuMeter()
-        log(f"{label} ...")
-        value = fn()
+        log(f"{name} ...")
+        workload(self)
         seconds = time.monotonic() - meter.started
-        others = meter.others_share(len(os.sched_getaffinity(0)))
-        self.figures.setdefault("workload_seconds", {})[label] = round(seconds, 1)
-        self.figures.setdefault("other_processes_cpu_share", {})[label] = round(others, 3)
-        log(f"{label} done in {seconds:.1f}s (other processes used {others:.0%} of the CPU meanwhile)")
-        return value
+        others = meter.others_share()
+        self.figures.setdefault("workload_seconds", {})[name] = round(seconds, 1)
+        self.figures.setdefault("other_processes_cpu_share", {})[name] = round(others, 3)
+        log(f"{name} done in {seconds:.1f}s (other processes used {others:.0%} of the CPU meanwhile)")
 
 
 #: The kernel's count of the free memory it has reported to the hypervisor (free page reporting).
 REPORTED_KIB = Path("/sys/module/page_reporting/parameters/reported_kib")
-#: How long that count must stand still before a run is primed: this kernel reports free memory
-#: 2.0 s after it is freed (measured: four frees of 256 MiB, each reported 2.04-2.06 s later).
-REPORTING_QUIET = 2.5
 
 
 class MemoryPrimer:
     """Gives each measured run the same kind of free memory to write its download into.
 
-    On a VM with free page reporting (this Firecracker VM: ``page_reporting`` in ``/sys/module``)
-    the guest hands memory that has stayed free for 2 s back to the host, and the first write to
-    such a page faults in the host. A cold download that wrote into that memory took about twice
-    the kernel CPU (0.6-0.9 s against 0.25-0.35 s per 128 MiB over Xet, in
-    ``copy_folio_from_iter_atomic``) and about 1.5x the wall, and which of the two a run got
-    followed how long the memory had been free: 8 workers take 1.2-1.7 s to import against 0.3 s
-    for one, so they got it more often. So :meth:`prime` waits until no reporting pass is due (the
-    count has not moved for :data:`REPORTING_QUIET`, the workers' start counted in), then writes
-    ``nbytes`` into a scratch file in ``folder`` and deletes it, so that the run's page cache is
-    taken from pages the same filesystem's page cache has just let go of. With it, 99 of 100 runs
-    had the fast mode (workload 1's 84 over both transports, and a block of 16 over Xet).
-    Priming with anonymous memory, or with a file in ``/dev/shm``, did not: 10 and 12 of 12 slow.
-    The file is deleted while still dirty; at 2 GiB (workload 12) part of it is written back
-    first, which costs the bench time, not the run.
+    On a VM with free page reporting the guest hands memory free for 2 s back to the host, and the
+    first write to such a page faults in the host: a cold download into it took about twice the
+    kernel CPU, so which kind a run got decided its wall (see docs/benchmarks.md). :meth:`prime`
+    waits until the reported count has stood still for ``quiet`` seconds, then writes ``nbytes``
+    into a scratch file beside the caches and deletes it, so the run's page cache comes from pages
+    the same filesystem has just let go of.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: float) -> None:
+        self.quiet = quiet
         self.count = self._reported()
         self.since = time.monotonic()
 
@@ -294,11 +306,11 @@ class MemoryPrimer:
 
     def prime(self, folder: Path, nbytes: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
-        while self.count is not None and time.monotonic() < deadline:
+        while self.quiet and self.count is not None and time.monotonic() < deadline:
             now = self._reported()
             if now != self.count:
                 self.count, self.since = now, time.monotonic()
-            elif time.monotonic() - self.since >= REPORTING_QUIET:
+            elif time.monotonic() - self.since >= self.quiet:
                 break
             time.sleep(0.05)
         path = folder / f"prime-{uuid.uuid4().hex[:8]}.bin"
@@ -312,15 +324,27 @@ class MemoryPrimer:
 
 
 class Worker:
-    """One ``bench.worker`` process: ``ready()`` once imported, ``go()``, then ``result()``."""
+    """One ``bench.worker`` process: started on ``spec``, ``ready()`` once imported, ``go()``, ``result()``."""
 
-    def __init__(self, proc: subprocess.Popen[str], err: Path) -> None:
-        self.proc = proc
-        self.err = err
+    def __init__(self, env: dict[str, str], spec: dict[str, Any], logs: Path) -> None:
+        logs.mkdir(exist_ok=True)
+        self.err = logs / f"worker-{uuid.uuid4().hex[:8]}.err"
+        with open(self.err, "w", encoding="utf-8") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.worker"],
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+            )
+        self._send(json.dumps(spec))
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+    def _send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
 
     def ready(self) -> None:
         assert self.proc.stdout is not None
@@ -329,9 +353,7 @@ class Worker:
             raise RuntimeError(f"bench worker did not start: {line!r}\n{_tail(self.err)}")
 
     def go(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("GO\n")
-        self.proc.stdin.flush()
+        self._send("GO")
 
     def result(self) -> WorkerResult:
         """Its result once it exits (RuntimeError with its traceback when its task failed)."""
@@ -355,11 +377,10 @@ class Worker:
 
 
 class CpuMeter:
-    """CPU time the whole machine spent busy, and how much of it was not this bench's processes.
+    """How much of the machine's CPU went to processes other than this bench's since it started.
 
     Busy time comes from ``/proc/stat``; ours is ``getrusage`` of this process and every child it
-    has waited for (workers, pytest runs, and the Hub process once stopped). Other work on the
-    machine (other users' test runs) shows up as the difference.
+    has waited for (workers, pytest runs). Other users' work shows up as the difference.
     """
 
     def __init__(self) -> None:
@@ -367,12 +388,10 @@ class CpuMeter:
         self.busy0 = _busy_seconds()
         self.ours0 = _our_cpu_seconds()
 
-    def others_share(self, cores: int) -> float:
-        """Fraction of all cores' time used by processes not of this bench since the start."""
+    def others_share(self) -> float:
         elapsed = time.monotonic() - self.started
-        busy = _busy_seconds() - self.busy0
-        ours = _our_cpu_seconds() - self.ours0
-        return max(0.0, busy - ours) / max(1e-9, elapsed * cores)
+        others = (_busy_seconds() - self.busy0) - (_our_cpu_seconds() - self.ours0)
+        return max(0.0, others) / max(1e-9, elapsed * len(os.sched_getaffinity(0)))
 
 
 def _busy_seconds() -> float:
@@ -387,13 +406,8 @@ def _busy_seconds() -> float:
 
 
 def _our_cpu_seconds() -> float:
-    import resource
-
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
+    usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(u.ru_utime + u.ru_stime for u in usages)
 
 
 def _tail(path: Path, lines: int = 30) -> str:
