@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -61,12 +63,160 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run each local_hub test once, on the first transport its transports marker names "
         "(tox's py310 and py313: the transfer code is huggingface_hub's and hf_xet's, not the interpreter's)",
     )
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast tier (tox -e fast): leave out the tests marked slow, and fail a test that starts a "
+        "process anyway (it belongs in SLOW_TESTS)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "transports(*names): run this local_hub test on each of these transfer paths (default: xet once)"
     )
+    config.addinivalue_line(
+        "markers",
+        "slow: needs a subprocess, a whole pytest session, a lease wait or a mount; "
+        "left out of the fast tier (tox -e fast, pytest -m 'not slow')",
+    )
+
+
+#: Fixtures that start processes or whole pytest sessions, wait out leases or mount filesystems.
+SLOW_FIXTURES = frozenset(
+    {
+        "pytester",  # a pytest session per run, often with xdist workers or in a subprocess
+        "children",  # reliability: worker processes racing for one cache
+        "other_host",  # a process that sees another host name (unshare)
+        "two_hosts",
+        "moto_server",  # fleet: an S3 server, rclone and FUSE mounts
+        "rclone",
+        "rclone_mount",
+        "read_only_bind",
+    }
+)
+#: Test modules (paths under tests/) whose every test starts processes, waits leases or mounts.
+SLOW_MODULES = (
+    "fleet/",
+    "peers/",
+    "reliability/test_kill.py",
+    "reliability/test_concurrency.py",
+    "reliability/test_lease.py",
+    "reliability/test_locks.py",
+    "test_demo.py",
+    "test_docs.py",
+)
+#: The other tests that start a process (the command line, a fresh interpreter, a dead holder's
+#: pid, a small filesystem) or wait out a lease or a rate-limit window. ``--fast`` fails a test
+#: that starts a process and is not named here or caught above.
+SLOW_TESTS = {
+    "core/test_cli.py": {
+        "test_prefetch_repos_fails_for_a_repo_the_hub_does_not_show",
+        "test_prefetch_repos_failures",
+        "test_prefetch_repos_without_pytest",
+        "test_prefetch_repos_works_where_pytest_cannot_be_imported",
+        "test_python_m_help_in_a_fresh_interpreter",
+    },
+    "core/test_disk.py": {
+        "test_a_disk_that_fills_during_the_transfer",
+        "test_a_file_of_the_shared_store_does_not_count",
+        "test_a_prefetch_that_cannot_fit_transfers_nothing",
+        "test_a_read_only_cache",
+        "test_a_repo_that_cannot_fit_fails_before_any_transfer",
+        "test_a_snapshot_that_fits_is_fetched_with_the_check_on",
+        "test_files_already_cached_do_not_count",
+        "test_prefetch_only_checks_the_set_and_the_option_turns_it_off",
+        "test_the_summary_says_a_full_disk_once_for_every_snapshot",
+        "test_with_the_check_off_a_prefetch_fails_plainly_one_line_per_cause",
+        "test_with_the_check_off_the_transfer_starts_and_fails_plainly",
+    },
+    "core/test_doctor.py": {
+        "test_another_hosts_lease_is_stale_only_once_unrenewed_past_its_length",
+        "test_every_half_written_state_is_reported_under_its_own_kind_then_repaired",
+    },
+    "core/test_hf_compat.py": {"test_http_client_loaded_tells_whether_the_http_layer_is_imported"},
+    "core/test_layers.py": {"test_a_read_only_bind_mount_is_served_and_never_written"},
+    "core/test_materialize.py": {"test_branch_resolution_is_shared_by_a_session_across_processes"},
+    "core/test_pins.py": {
+        "test_pins_check_and_update",
+        "test_pins_commands_on_a_malformed_file_exit_2",
+        "test_pins_commands_retry_and_wait_out_a_rate_limit",
+        "test_pins_commands_with_the_hub_unreachable_exit_2",
+        "test_pins_commands_work_where_pytest_cannot_be_imported",
+        "test_pins_help",
+        "test_pins_update_never_writes_the_token",
+    },
+    "core/test_rate_limit.py": {
+        "test_a_429_on_a_file_head_is_not_sent_again_before_the_reset",
+        "test_materialize_outside_pytest_has_a_gate_for_the_call",
+        "test_prefetch_threads_share_the_gate",
+    },
+    "core/test_xet_settings.py": {"test_the_engines_xet_transfers_run_with_the_bounded_buffer"},
+    "kit/test_half_written.py": {
+        "test_stale_lock_dead_holder_on_this_host_is_taken_over_at_once",
+        "test_stale_lock_leaves_the_holder_record_a_real_holder_writes",
+        "test_stale_lock_never_blocks_the_kernel_lock",
+        "test_stale_lock_other_host_is_taken_over_once_its_lease_runs_out",
+        "test_stale_lock_other_host_is_waited_for_then_named",
+        "test_stale_lock_state",
+    },
+    "kit/test_hub.py": {
+        "test_429_retry_after_is_honoured",
+        "test_a_persistent_cas_failure_surfaces_with_no_http_fallback",
+        "test_child_processes_reach_the_hub_through_the_environment",
+        "test_short_lived_cas_tokens_are_refreshed_and_an_expired_one_is_refused",
+    },
+    "kit/test_serve.py": {
+        "test_a_whole_session_with_xdist_workers_runs_against_it",
+        "test_bad_folders_are_clear_errors",
+        "test_port_and_no_xet",
+        "test_serve_prints_the_exports_then_one_line_per_repo",
+    },
+    "plugin/test_pins.py": {"test_the_pins_update_workflow_checks_updates_and_describes_the_pull_request"},
+    "test_layering.py": {
+        "test_every_core_module_imports_where_pytest_cannot_be",
+        "test_plugin_start_up_imports_no_http_stack",
+    },
+}
+
+
+def is_slow(item: pytest.Item) -> bool:
+    tests = Path(__file__).parent
+    where = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
+    name = item.originalname if isinstance(item, pytest.Function) else item.name
+    return (
+        bool(SLOW_FIXTURES.intersection(item.fixturenames))
+        or where.startswith(SLOW_MODULES)
+        or name in SLOW_TESTS.get(where, ())
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests the fast tier leaves out (docs/contributing.md, "Which tests to run"); ``--fast`` drops them."""
+    slow = [item for item in items if is_slow(item)]
+    for item in slow:
+        item.add_marker(pytest.mark.slow)
+    if config.getoption("fast") and slow:
+        dropped = set(slow)
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item not in dropped]
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_process(request: pytest.FixtureRequest) -> None:
+    """Under ``--fast``, a test that starts a process fails, naming where to list it."""
+    if not request.config.getoption("fast"):
+        return
+    monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process: name it in SLOW_TESTS in tests/conftest.py "
+            "(the fast tier starts none)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refused)
+    monkeypatch.setattr(os, "fork", refused)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

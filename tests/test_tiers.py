@@ -1,0 +1,23 @@
+"""The fast tier's lists in tests/conftest.py name tests and modules that exist."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import SLOW_MODULES, SLOW_TESTS
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_every_slow_module_exists() -> None:
+    assert [where for where in SLOW_MODULES if not (TESTS / where).exists()] == []
+
+
+def test_every_slow_test_named_exists() -> None:
+    missing = []
+    for module, names in SLOW_TESTS.items():
+        tree = ast.parse((TESTS / module).read_text(encoding="utf-8"))
+        defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+        missing += [f"{module}::{name}" for name in sorted(names - defined)]
+    assert missing == [], "SLOW_TESTS names tests that no longer exist: take them out"
