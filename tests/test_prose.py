@@ -26,7 +26,17 @@ PACKAGE = "pytest_hfsnapshot"
 #: Folders whose Python files' docstrings and comments are prose.
 PYTHON_TREES = (PACKAGE, "tests", "bench", "crosscheck", "docs/hooks")
 #: Pages and files that are prose throughout.
-PAGES = ("README.md", "CHANGELOG.md", "docs/**/*.md", "examples/**/*", "bench/*.md", "tox.ini", ".ci/run")
+PAGES = (
+    "README.md",
+    "CHANGELOG.md",
+    "docs/**/*.md",
+    "examples/**/*",
+    "bench/*.md",
+    "tox.ini",
+    "mkdocs.yml",
+    "pyproject.toml",
+    ".ci/run",
+)
 #: The repository's top folders that a path in prose may start with.
 TOP_FOLDERS = (PACKAGE, "tests", "docs", "examples", "bench", "crosscheck")
 
