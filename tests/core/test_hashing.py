@@ -249,7 +249,7 @@ def test_a_cold_download_is_verified_without_reading_it_back(local_hub: LocalHub
     # link they finish together, so a starved follower can find the whole file only after the
     # download returned (24 of 24 MiB, xet-noshare, four xdist workers in CI; 12 MiB once before).
     # So nothing of it is sure to be hashed on arrival here: over Xet that share is measured where
-    # the machine is quiet, by bench workload 12 (nothing hashed after any of its Xet transfers).
+    # the machine is quiet, by the bench workload cold-1-gib (nothing hashed after any of its Xet transfers).
     if transport == "http":
         assert snap.rehashed < len(BIG) // 2, snap.rehashed
 
