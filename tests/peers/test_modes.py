@@ -28,10 +28,13 @@ from filelock import FileLock
 from pytest_hfsnapshot.testing.half_written import corrupted_blob, truncated_blob
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-from .repos import BARE, BERT, CORPUS, PEFT, SERVER, WORD, fill, peer_repos
-
 pytest.importorskip("pytest_hfsnapshot.plugin.implicit")
 pytest.importorskip("xdist")
+# The real components the suite loads with (no torch): the repos are made with them too.
+for _name in ("transformers", "tokenizers", "safetensors", "numpy"):
+    pytest.importorskip(_name)
+
+from .repos import BARE, BERT, CORPUS, PEFT, SERVER, WORD, fill, peer_repos  # noqa: E402
 
 SUITE = Path(__file__).resolve().parent / "suite"
 SCRIPT = str(Path(sys.executable).with_name("pytest-hfsnapshot"))
