@@ -99,6 +99,11 @@ def repair(report: Report, *, layers: Sequence[Path], lock_timeout: float, now: 
     finally:
         outage.remove(report.root, session)
     fresh = scan(report.root, layers=layers, now=now)
+    left = {f.where for f in fresh.findings if f.kind == "incomplete"}
+    for f in report.findings:
+        if f.kind == "incomplete" and f.where not in left and not os.path.lexists(f.where):
+            # The engine removes a repo's orphans once its snapshot is whole.
+            actions.append(Action("removed", f.label, f"{f.path} (an unfinished download)", f.size))
     return actions + remove_debris(fresh, now=now, lock_timeout=lock_timeout)
 
 

@@ -181,7 +181,10 @@ def test_a_damaged_store_file_is_reported_once_per_repo_and_path_linking_to_it(
     code, document = run_json(capsys)
 
     assert code == 1
-    assert found(document) == {("wrong-size", "org/a", "model.safetensors"), ("wrong-size", "org/b", "model.safetensors")}
+    assert found(document) == {
+        ("wrong-size", "org/a", "model.safetensors"),
+        ("wrong-size", "org/b", "model.safetensors"),
+    }
     assert len(document["problems"]) == 2, document["problems"]
     code, document = run_json(capsys, "--repair")
     assert code == 0 and document["after"]["problems"] == [], document
