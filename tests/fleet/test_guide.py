@@ -25,6 +25,7 @@ import pytest
 from conftest import file_fetches
 from reliability.conftest import repo_files, tree_digest
 
+from pytest_hfsnapshot.testing import half_written
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .storage import MotoServer, fuse_problem, fusermount, mounted, storage_env
@@ -236,8 +237,11 @@ def test_writer_job_fills_a_bucket_that_runners_mount_read_only(
     guide: Guide, local_hub: LocalHub, bucket_env: dict[str, str]
 ) -> None:
     guide.run("rclone-remote", bucket_env)
-    guide.run("writer-job", bucket_env)
+    written = guide.run("writer-job", bucket_env)
     assert (guide.project / "hf-manifest.json").is_file()
+    # The doctor checked every byte of the writer's cache before the upload.
+    assert re.search(r"checked 2 snapshots of 2 repos in .*: 5 files, .* hashed\)", written), written[-4000:]
+    assert "healthy: no problem found" in written, written[-4000:]
     local_hub.reset_counters()
 
     output = guide.run("runner-job", bucket_env)
@@ -248,6 +252,25 @@ def test_writer_job_fills_a_bucket_that_runners_mount_read_only(
     section = output.split("hf snapshots", 1)[-1]
     assert str(layer) in section and all(repo in section for repo in REPOS), output[-4000:]
     assert not mounted(guide.path("/mnt/hf-models")), "the runner job left its mount"
+
+
+def test_writer_job_publishes_nothing_when_the_doctor_finds_damage(
+    guide: Guide, local_hub: LocalHub, bucket_env: dict[str, str]
+) -> None:
+    guide.run("rclone-remote", bucket_env)
+    cache = guide.path("/mnt/writer/hf-cache")
+    prefetch, _ = guide.script("writer-job").split("pytest-hfsnapshot doctor", 1)
+    done = subprocess.run(["bash", "-c", prefetch], cwd=guide.project, env=with_python(bucket_env), capture_output=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    half_written.corrupted_blob(cache, REPOS[1], "model.safetensors")
+
+    writer = guide.start("writer-job", bucket_env)
+    output, _ = writer.communicate(timeout=600)
+
+    assert writer.returncode == 1, output[-4000:]
+    assert re.search(rf"wrong-hash +{REPOS[1]}@\w+ model.safetensors: sha256 mismatch", output), output[-4000:]
+    listed = subprocess.run(["rclone", "lsf", "models:"], env=bucket_env, capture_output=True, text=True)
+    assert "ci-models" not in listed.stdout, "the damaged cache was uploaded"
 
 
 def test_layer_baked_into_an_image_serves_its_tests(guide: Guide, local_hub: LocalHub) -> None:
