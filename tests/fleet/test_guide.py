@@ -240,7 +240,7 @@ def test_writer_job_fills_a_bucket_that_runners_mount_read_only(
     written = guide.run("writer-job", bucket_env)
     assert (guide.project / "hf-manifest.json").is_file()
     # The doctor checked every byte of the writer's cache before the upload.
-    assert re.search(r"checked 2 snapshots of 2 repos in .*: 5 files, .* hashed\)", written), written[-4000:]
+    assert re.search(r"checked 2 snapshots of 2 repos in .*: 6 files, .* hashed\)", written), written[-4000:]
     assert "healthy: no problem found" in written, written[-4000:]
     local_hub.reset_counters()
 
@@ -258,6 +258,8 @@ def test_writer_job_publishes_nothing_when_the_doctor_finds_damage(
     guide: Guide, local_hub: LocalHub, bucket_env: dict[str, str]
 ) -> None:
     guide.run("rclone-remote", bucket_env)
+    # moto's server lives for the session: a bucket another test's writer job filled is not this one's.
+    subprocess.run(["rclone", "purge", "models:ci-models"], env=bucket_env, capture_output=True)
     cache = guide.path("/mnt/writer/hf-cache")
     prefetch, _ = guide.script("writer-job").split("pytest-hfsnapshot doctor", 1)
     done = subprocess.run(["bash", "-c", prefetch], cwd=guide.project, env=with_python(bucket_env), capture_output=True)
