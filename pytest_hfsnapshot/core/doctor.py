@@ -112,10 +112,11 @@ class Finding:
 
 @dataclasses.dataclass
 class Blob:
-    """One entry of a repo's ``blobs/``: its bytes (0 for a link), and the store entry it links to."""
+    """One entry of a repo's ``blobs/``: its bytes (0 for a link; None until needed: a used blob's size is
+    not read), and the store entry it links to."""
 
     name: str
-    size: int
+    size: int | None
     store: str | None = None
 
 
@@ -344,6 +345,8 @@ class _Scanner:
         self.jobs: dict[str, _HashJob] = {}
         self._seen: set[tuple[str, str, str, str, str]] = set()
         self._stale_lease_hosts: dict[str, str] = {}
+        #: Store folders found to be real folders (no link on the way), by path.
+        self._real: dict[str, bool] = {}
 
     def run(self, only: Iterable[str] | None) -> Report:
         started = time.monotonic()
@@ -445,18 +448,21 @@ class _Scanner:
             self.note(repo, "bad-ref", name, f"refs/{name}", problem, str(path))
         return named
 
-    def _tree(self, repo: RepoCache, commit: str) -> dict[str, ExpectedFile] | None:
+    def _raw_tree(self, repo: RepoCache, commit: str) -> dict[str, dict[str, Any]] | None:
+        """huggingface_hub's cached listing of ``commit``, entries as its JSON has them, or None."""
         # The client keeps the listings it read in memory: one removed since is no listing.
         if not stat.S_ISREG(_lstat_mode(repo.tree_cache(commit))):
             return None
         try:
-            raw = repo.read_listing_cache(commit)
-            return None if raw is None else listing_mod.parse(repo, raw)
+            return repo.read_listing_cache(commit)
         except OSError as error:
             self._dead(error)
             return None
-        except (HfSnapshotError, KeyError, TypeError, ValueError):
+        except HfSnapshotError:
             return None
+
+    def _tree(self, repo: RepoCache, commit: str) -> dict[str, ExpectedFile] | None:
+        return _parsed(repo, self._raw_tree(repo, commit))
 
     def _records(self, repo: RepoCache, commit: str) -> dict[str, ExpectedFile]:
         try:
@@ -473,23 +479,20 @@ class _Scanner:
             detail = f"snapshots/{commit} is not a folder (a symlink or a file): not checked"
             self.note(repo, "unverifiable", commit, "", detail, str(folder))
             return False
-        present = [name for name, _ in walk_entries(folder)]
-        records = self._records(repo, commit)
-        tree = self._tree(repo, commit)
-        snap.listing = "record" if records else "tree" if tree is not None else ""
-        expected: dict[str, ExpectedFile] = dict(records)
-        unlisted = []
-        for name in present:
-            if name in expected:
-                continue
-            if tree is not None and name in tree:
-                expected[name] = tree[name]
-            else:
-                unlisted.append(name)
-        if tree is not None:
-            snap.blobs.update(f.blob_name for f in tree.values())
-            snap.xets.update(f.xet for f in tree.values() if f.xet)
         snapshot_dir = str(folder)
+        present = _names_below(snapshot_dir)
+        records = self._records(repo, commit)
+        raw = self._raw_tree(repo, commit)
+        tree = _parsed(repo, None if raw is None else {p: raw[p] for p in present if p not in records and p in raw})
+        if raw is not None and tree is None:
+            raw = None  # an entry that cannot be trusted: the listing is not used at all
+        snap.listing = "record" if records else "tree" if raw is not None else ""
+        expected: dict[str, ExpectedFile] = {**records, **(tree or {})}
+        unlisted = [name for name in present if name not in expected]
+        for info in (raw or {}).values():
+            snap.blobs.add(str(info.get("lfs_sha256") or info.get("blob_id")))
+            if info.get("xet_hash"):
+                snap.xets.add(str(info["xet_hash"]))
         for name in unlisted:
             blob = linked_blob_name(snapshot_dir, name)
             if blob is not None:
@@ -502,28 +505,80 @@ class _Scanner:
             return True
         for name in unlisted:
             self.note(repo, "unverifiable", commit, name, "no listing of the commit names it")
+        blobs = f"{repo.blobs}/"
         for f in expected.values():
             self.report.files += 1
-            self._tick()
-            problem = check_file(repo, snapshot_dir, f, self.layers)
-            if problem is not None and problem.kind is ProblemKind.OTHER_BLOB:
-                linked = linked_blob_name(snapshot_dir, f.path)
-                if linked is not None:
-                    candidate = dataclasses.replace(f, blob=linked)
-                    again = check_file(repo, snapshot_dir, candidate, self.layers)
-                    if again is None or again.kind is not ProblemKind.OTHER_BLOB:
-                        f, problem = candidate, again
+            if self.report.files % 256 == 0:
+                self._tick()
+            path = self._fast_bytes(blobs, snapshot_dir, f)
+            if path is None:
+                f, path = self._slow_check(st, snap, snapshot_dir, f)
+                if path is None:
+                    continue
             snap.blobs.add(f.blob_name)
             if f.xet:
                 snap.xets.add(f.xet)
-            if problem is not None:
-                kind, detail = _describe(problem, f, listed_by=snap.listing)
-                self._file_problem(st, commit, kind, f.path, detail, _bytes_path(repo, snapshot_dir, f))
-                continue
             self.report.bytes += f.size
             if self.sha256:
-                self._job(_bytes_path(repo, snapshot_dir, f), st, commit, f)
+                self._job(path, st, commit, f)
         return True
+
+    def _fast_bytes(self, blobs: str, snapshot_dir: str, f: ExpectedFile) -> str | None:
+        """The file holding ``f``'s bytes when its entry is as huggingface_hub writes it and of the listed
+        size (a link to ``blobs/<name>``, a regular blob or one linking into the shared store); else None.
+        ``blobs``: the repo's blob folder, ending with ``/``."""
+        name = f.blob or f.etag
+        path = f.path
+        try:
+            if os.readlink(f"{snapshot_dir}/{path}") != "../" * (path.count("/") + 2) + "blobs/" + name:
+                return None
+            info = os.lstat(blobs + name)
+            if stat.S_ISREG(info.st_mode):
+                return blobs + name if info.st_size == f.size else None
+            if not stat.S_ISLNK(info.st_mode):
+                return None
+            store = self._store_of(blobs, name)
+            if store is None or (f.xet and not store.endswith(f.xet)):
+                return None
+            info = os.lstat(store)
+        except OSError:
+            return None
+        return store if stat.S_ISREG(info.st_mode) and info.st_size == f.size else None
+
+    def _slow_check(
+        self, st: RepoState, snap: SnapshotState, snapshot_dir: str, f: ExpectedFile
+    ) -> tuple[ExpectedFile, str | None]:
+        """:func:`check_file` of one entry; a finding when it fails. The entry (under the blob name its
+        link gives, when that one holds the file) and where its bytes are, or None."""
+        repo = st.repo
+        problem = check_file(repo, snapshot_dir, f, self.layers)
+        if problem is not None and problem.kind is ProblemKind.OTHER_BLOB:
+            linked = linked_blob_name(snapshot_dir, f.path)
+            if linked is not None:
+                candidate = dataclasses.replace(f, blob=linked)
+                again = check_file(repo, snapshot_dir, candidate, self.layers)
+                if again is None or again.kind is not ProblemKind.OTHER_BLOB:
+                    f, problem = candidate, again
+        if problem is None:
+            return f, _bytes_path(repo, snapshot_dir, f)
+        snap.blobs.add(f.blob_name)
+        if f.xet:
+            snap.xets.add(f.xet)
+        kind, detail = _describe(problem, f, listed_by=snap.listing)
+        self._file_problem(st, snap.commit, kind, f.path, detail, _bytes_path(repo, snapshot_dir, f))
+        return f, None
+
+    def _store_of(self, blobs: str, name: str) -> str | None:
+        """The shared-store file a repo blob links to (``blobs/<xx>/<xet hash>`` of this cache, reached
+        through no other link), or None."""
+        target = os.path.normpath(os.path.join(blobs, os.readlink(blobs + name)))
+        folder, xet = os.path.split(target)
+        if not XET_HASH_RE.fullmatch(xet) or folder != f"{self.root}/{STORE_DIR}/{xet[:2]}":
+            return None
+        real = self._real.get(folder)
+        if real is None:
+            real = self._real[folder] = os.path.realpath(folder) == folder
+        return target if real else None
 
     def _check_layer_snapshot(self, st: RepoState, snap: SnapshotState) -> bool:
         """A commit of a layer, read by its records and blob names (never through ``snapshots/`` links)."""
@@ -551,7 +606,8 @@ class _Scanner:
                     )
                 continue  # not part of the selection this layer holds
             self.report.files += 1
-            self._tick()
+            if self.report.files % 256 == 0:
+                self._tick()
             snap.blobs.add(f.blob_name)
             if f.xet:
                 snap.xets.add(f.xet)
@@ -568,7 +624,7 @@ class _Scanner:
     def _scan_incomplete(self, st: RepoState) -> None:
         repo = st.repo
         for name in list_names(repo.blobs):
-            match = INCOMPLETE_RE.match(name)
+            match = INCOMPLETE_RE.match(name) if name.endswith(".incomplete") else None
             if match is None:
                 continue
             path = repo.blobs / name
@@ -590,30 +646,29 @@ class _Scanner:
         used = set(st.kept)
         for snap in st.snapshots.values():
             used |= snap.blobs
-        for name in list_names(repo.blobs):
-            if name.startswith(".") or INCOMPLETE_RE.match(name):
+        blobs = f"{repo.blobs}/"
+        for entry in _entries(repo.blobs):
+            name = entry.name
+            if name.startswith(".") or (name.endswith(".incomplete") and INCOMPLETE_RE.match(name)):
                 continue  # a download in flight, or a temporary file of the client's or ours
-            path = repo.blobs / name
             blob_name = name[: -len(_RCLONE_LINK)] if self.layer and name.endswith(_RCLONE_LINK) else name
             try:
-                info = os.lstat(path)
+                if entry.is_symlink():
+                    blob = Blob(blob_name, 0, None if self.layer else _xet_of(self._store_of(blobs, name)))
+                elif entry.is_file(follow_symlinks=False):
+                    unused = blob_name not in used
+                    blob = Blob(blob_name, entry.stat(follow_symlinks=False).st_size if unused else None)
+                else:
+                    continue
             except OSError as error:
                 self._dead(error)
-                continue
-            if stat.S_ISLNK(info.st_mode):
-                store = repo.store_target(name)
-                blob = Blob(blob_name, 0, store.name if store is not None else None)
-            elif stat.S_ISREG(info.st_mode):
-                blob = Blob(blob_name, info.st_size)
-            else:
                 continue
             st.blobs[blob_name] = blob
             if blob_name in used:
                 continue
-            what = "a link into the shared store" if blob.store else human_size(blob.size)
-            self.note(
-                repo, "unreferenced-blob", "", f"blobs/{name}", f"{what} that no snapshot uses", str(path), blob.size
-            )
+            what = "a link into the shared store" if blob.store else human_size(blob.size or 0)
+            detail = f"{what} that no snapshot uses"
+            self.note(repo, "unreferenced-blob", "", f"blobs/{name}", detail, entry.path, blob.size or 0)
 
     # --- the shared store and the locks ------------------------------------------------------------
     def _scan_store(self) -> None:
@@ -682,10 +737,12 @@ class _Scanner:
             found = repo_of_folder(folder_name)
             if found is None or (wanted is not None and folder_name not in wanted):
                 continue
-            for name in list_names(locks / folder_name):
-                if name.endswith(".lock"):
-                    path = locks / folder_name / name
-                    self._judge_marker(path, "stale-lock", found[1], found[0], self._stale_lease_hosts.get(folder_name))
+            gone_host = self._stale_lease_hosts.get(folder_name)
+            for entry in _entries(locks / folder_name):
+                # Where flock works the client's lock files are empty: only a marker names a holder.
+                with contextlib.suppress(OSError):
+                    if entry.name.endswith(".lock") and entry.stat(follow_symlinks=False).st_size:
+                        self._judge_marker(Path(entry.path), "stale-lock", found[1], found[0], gone_host)
 
     def _judge_marker(
         self, path: Path, kind: str, repo_id: str, repo_type: str, gone_host: str | None = None
@@ -757,8 +814,7 @@ class _Scanner:
                     self._file_problem(st, commit, "wrong-hash", f.path, detail, path)
 
     def _tick(self) -> None:
-        if self.report.files % 256 == 0:
-            self.progress.show(f"hfsnapshot doctor: checked {count(self.report.files, 'file')}")
+        self.progress.show(f"hfsnapshot doctor: checked {count(self.report.files, 'file')}")
 
     def _dead(self, error: OSError) -> None:
         if self.layer and error.errno in DEAD_ERRNOS:
@@ -960,6 +1016,40 @@ def _order(finding: Finding) -> tuple[bool, str, str, str, int, str]:
         KINDS.index(finding.kind),
         finding.path,
     )
+
+
+def _parsed(repo: RepoCache, raw: dict[str, dict[str, Any]] | None) -> dict[str, ExpectedFile] | None:
+    """Listing entries parsed (see :func:`~pytest_hfsnapshot.core.listing.parse`); None when one cannot be trusted."""
+    if raw is None:
+        return None
+    try:
+        return listing_mod.parse(repo, raw)
+    except (HfSnapshotError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _xet_of(store: str | None) -> str | None:
+    return None if store is None else os.path.basename(store)
+
+
+def _names_below(folder: str, prefix: str = "") -> list[str]:
+    """The relative paths (``/``-separated) of every entry below ``folder`` that is not a folder, links
+    included and never followed."""
+    out: list[str] = []
+    for entry in _entries(folder):
+        if entry.is_dir(follow_symlinks=False):
+            out += _names_below(entry.path, f"{prefix}{entry.name}/")
+        else:
+            out.append(prefix + entry.name)
+    return out
+
+
+def _entries(folder: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(entries, key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _cores() -> int:

@@ -418,7 +418,7 @@ def stale_snapshots(report: Report, *, days: float, now: float) -> list[Stale]:
             if blob is None or (folder, name) in counted:
                 continue
             counted.add((folder, name))
-            size += blob.size
+            size += blob.size if blob.size is not None else _size(st.repo.blob(name))
             if blob.store is not None and blob.store not in kept_store:
                 stores.add(blob.store)
         for xet in sorted(stores):
@@ -473,6 +473,13 @@ def prune(
     for st in fresh.repos.values():
         _remove_if_empty(st.repo)
     return actions
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
 
 
 def remove_snapshot(repo: RepoCache, commit: str) -> None:
