@@ -103,9 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.doctor_bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (64 MiB, 1,000 files): a check that it runs")
     parser.add_argument("--pairs", type=int, default=5, help="ABBA pairs per comparison (default 5)")
+    parser.add_argument("--weights-mib", type=int, help="the size of the hashed cache in MiB (default 2048; 64 quick)")
+    parser.add_argument(
+        "--files", type=int, help="the small files of the stat comparison (default 10,000; 1,000 quick)"
+    )
     options = parser.parse_args(argv)
-    weights = 64 * MIB if options.quick else 2 * GIB
-    small = 1_000 if options.quick else 10_000
+    weights = (options.weights_mib or (64 if options.quick else 2048)) * MIB
+    small = options.files or (1_000 if options.quick else 10_000)
     workers = cores()
     python = [sys.executable, "-m", "pytest_hfsnapshot", "doctor"]
     with tempfile.TemporaryDirectory(prefix="doctor-bench-") as tmp, LocalHub(xet=False) as hub:
