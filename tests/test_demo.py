@@ -138,10 +138,11 @@ def test_github_actions_example_is_valid_yaml() -> None:
     workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
     steps = workflow["jobs"]["test"]["steps"]
     runs = [step.get("run", "") for step in steps]
-    assert "python -m pytest --hf-prefetch-only --hf-manifest=hf-manifest.json" in runs
-    assert "python -m pytest -n auto --hf-offline" in runs
-    prefetch = runs.index("python -m pytest --hf-prefetch-only --hf-manifest=hf-manifest.json")
+    prefetch_line = "python -m pytest --hf-prefetch-only --hf-manifest=hf-manifest.json --hf-pins=hf-pins.json"
+    assert prefetch_line in runs
+    assert "python -m pytest -n auto --hf-offline --hf-pins=hf-pins.json" in runs
+    prefetch = runs.index(prefetch_line)
     assert steps[prefetch]["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
     save = next(step for step in steps if step.get("uses", "").startswith("actions/cache/save"))
     assert steps.index(save) > prefetch
-    assert save["with"]["key"] == "hf-${{ runner.os }}-${{ hashFiles('hf-manifest.json') }}"
+    assert save["with"]["key"] == "hf-${{ runner.os }}-${{ hashFiles('hf-pins.json', 'hf-manifest.json') }}"
