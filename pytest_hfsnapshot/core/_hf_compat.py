@@ -1,7 +1,7 @@
 """The one door into huggingface_hub's private names: what the package needs that the client does not publish.
 
 Every private module, attribute or constant of huggingface_hub that pytest-hfsnapshot touches is
-reached here and nowhere else (``tests/test_hf_compat.py`` checks that by reading the package's
+reached here and nowhere else (``tests/core/test_hf_compat.py`` checks that by reading the package's
 source). Each access checks that the name is there and has the shape we use, and otherwise falls
 back to a safe behaviour (logged once, naming the installed huggingface_hub version and what is
 missing) or raises :class:`HubCompatibilityError`, which names them too. The same test file pins

@@ -20,7 +20,7 @@ are made by its Rust HTTP client, out of reach of these hooks: the gate neither 
 learns of the 429s they meet. hf_xet retries those itself, ignoring ``Retry-After`` (5 retries,
 each after a random share of 3 s, 9 s, 27 s, 81 s, 243 s by default; ``HF_XET_CLIENT_RETRY_*``),
 so its retries land inside the closed window and no other process of the session waits
-(``tests/test_rate_limit.py`` shows it). The first CAS token of a download is asked by
+(``tests/core/test_rate_limit.py`` shows it). The first CAS token of a download is asked by
 huggingface_hub, so it is gated; a token hf_xet refreshes mid-download (it is handed the token
 route) is asked by hf_xet itself, so it is not.
 

@@ -12,7 +12,7 @@
 The ini option ``hf_prefetch`` declares the snapshots tests get through the ``hf_snapshots(...)``
 factory, which no collection can see. One per line: ``org/name[@revision]`` (``datasets/org/name``
 or ``spaces/org/name`` for other repo types), or a JSON object with the factory's arguments
-(see :func:`pytest_hfsnapshot.specs.parse_spec`)::
+(see :func:`pytest_hfsnapshot.core.specs.parse_spec`)::
 
     [pytest]
     hf_prefetch =
@@ -26,7 +26,7 @@ Progress: on a terminal one status line is redrawn in place (the snapshots in fl
 time) and a line is printed as each snapshot is done; elsewhere (CI logs) only those lines.
 
 Space: given a ``plan`` (what each request would fetch, see
-:func:`pytest_hfsnapshot.engine.plan_request`), the whole set is checked against the cache's free
+:func:`pytest_hfsnapshot.core.engine.plan_request`), the whole set is checked against the cache's free
 space before any transfer (:mod:`pytest_hfsnapshot.core.space`), blobs the snapshots share counted once.
 When it does not fit, **nothing is transferred**: every snapshot that needs a transfer fails with
 the same :class:`~pytest_hfsnapshot.errors.DiskError` (the bytes needed, the bytes free, the

@@ -431,7 +431,7 @@ def read_options(config: pytest.Config) -> Options:
 
     cache_dir = path("hf_cache_dir")
     return Options(
-        # HF_HUB_OFFLINE is read here too: see pytest_hfsnapshot.offline.
+        # HF_HUB_OFFLINE is read here too: see pytest_hfsnapshot.core.offline.
         offline=offline,
         on_auth_error=choice("hf_on_auth_error", AUTH_ACTIONS),
         on_missing=choice("hf_on_missing", MISSING_ACTIONS),

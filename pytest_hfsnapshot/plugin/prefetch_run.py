@@ -4,7 +4,7 @@ The selected tests are collected (paths, ``-k`` and ``-m`` apply); the snapshots
 (``snapshot_fixture`` fixtures in their closure, the closest ``hf_snapshot`` marker), those of
 the ini option ``hf_prefetch`` and the implicit uses the pin file records (its entries with
 ``files``, :mod:`pytest_hfsnapshot.core.pinned_files`) are fetched through the session object by
-:func:`pytest_hfsnapshot.prefetch.prefetch`; ``--hf-manifest`` is written as after any run; no
+:func:`pytest_hfsnapshot.core.prefetch.prefetch`; ``--hf-manifest`` is written as after any run; no
 test runs. The exit status is 0 when every snapshot is ready, 1 when any is not; a run that
 selects no test and declares nothing keeps pytest's "no tests collected" status (5).
 

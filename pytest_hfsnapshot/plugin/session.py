@@ -5,7 +5,7 @@ request), and the verdicts of failed requests, shared with the session's other p
 through :class:`~pytest_hfsnapshot.core.state.FailureMemory` so each failing request is
 asked of the Hub once.
 
-With pytest-xdist, each worker ships its :class:`~pytest_hfsnapshot.snapshot_uses.SnapshotUse`
+With pytest-xdist, each worker ships its :class:`~pytest_hfsnapshot.plugin.snapshot_uses.SnapshotUse`
 list and its failure-memory folders in ``config.workeroutput`` at session finish; the controller merges
 them in ``pytest_testnodedown``. From the controller's ``pytest_sessionfinish`` on,
 :meth:`HfSnapshotSession.all_uses` holds every use of the session.
