@@ -52,7 +52,8 @@ def test_defaults(pytester: pytest.Pytester) -> None:
         [
             "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
             "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, "
-            "space_check=True, max_rate_wait=300.0, pins=None, update_pins=False, cache_layers=(), lock_lease=60.0, implicit='report')*"
+            "space_check=True, max_rate_wait=300.0, pins=None, update_pins=False, cache_layers=(), "
+            "lock_lease=60.0, implicit='report')*"
         ]
     )
 
