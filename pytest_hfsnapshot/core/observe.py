@@ -404,7 +404,13 @@ def attach(client: Any) -> None:
 
     hooks = client.event_hooks
     client.event_hooks = {
-        "request": [*(answered_here(hook) for hook in hooks.get("request", ())), on_request],
+        "request": [
+            *(
+                answered_here(hook) if getattr(hook, "__module__", "").startswith("huggingface_hub") else hook
+                for hook in hooks.get("request", ())
+            ),
+            on_request,
+        ],
         "response": [*hooks.get("response", ()), on_response],
     }
     _hf_compat.wrap_client_transports(client, _Transport)
