@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..request import is_commit
+from ..request import is_commit, repo_path
 from ..settings import ImplicitMode, Settings
 from . import _hf_compat, hub_calls, local_answers
 from .implicit import Prepared, Preparer, Recorder, busy, own_work
@@ -252,7 +252,7 @@ class Observer:
         note = self.recorder.note
         if isinstance(error, errors.LocalEntryNotFoundError):
             if offline:
-                label = f"{repo_type}s/{repo_id}@{revision}" if repo_type != "model" else f"{repo_id}@{revision}"
+                label = f"{repo_path(repo_id, repo_type)}@{revision}"
                 with self._lock:
                     self.offline_misses.append(OfflineMiss(self.recorder.phase, label, path))
             return
@@ -469,10 +469,9 @@ def _bind(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
 
 
 def _resolve_url(repo_type: str, repo_id: str, revision: str, path: str) -> str:
-    from huggingface_hub import constants
+    from huggingface_hub import hf_hub_url
 
-    prefix = {"dataset": "datasets/", "space": "spaces/"}.get(repo_type, "")
-    return f"{constants.ENDPOINT}/{prefix}{repo_id}/resolve/{revision}/{path}"
+    return str(hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision))
 
 
 def _http_module() -> Any:
