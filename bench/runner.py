@@ -56,11 +56,15 @@ class Profile:
     rate_window: float = 3.0
     #: ``--hf-retries`` of ``outage-warm-n4``: the retry budget it measures against.
     outage_retries: int = 5
+    #: ABBA rounds of the peer suite's workloads (one pytest session per side and round), and the
+    #: timed ``from_pretrained`` calls per process of ``warm-implicit-from-pretrained``.
+    peer_rounds: int = 5
+    peer_calls: int = 20
 
 
 PROFILES = {
     "full": Profile(name="full"),
-    "quick": Profile(name="quick", rounds=3, shard_mib=8, warm_calls=8, big_mib=256, big_rounds=9),
+    "quick": Profile(name="quick", rounds=3, shard_mib=8, warm_calls=8, big_mib=256, big_rounds=9, peer_rounds=3),
     "smoke": Profile(
         name="smoke",
         transports=("xet",),
@@ -75,6 +79,8 @@ PROFILES = {
         rate_processes=(4,),
         rate_window=1.0,
         outage_retries=1,
+        peer_rounds=1,
+        peer_calls=5,
     ),
 }
 
@@ -229,10 +235,10 @@ class Bench:
     def drop(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
-    def env(self, cache: Path, transport: str = "xet") -> dict[str, str]:
-        """A worker's environment: huggingface_hub pointed at the bench Hub and ``cache``."""
+    def env(self, cache: Path, transport: str = "xet", url: str | None = None) -> dict[str, str]:
+        """A worker's environment: huggingface_hub pointed at the bench Hub (or ``url``) and ``cache``."""
         env = dict(os.environ)
-        for name, value in client_patches(self.hub.url, cache, self.home).environ.items():
+        for name, value in client_patches(url or self.hub.url, cache, self.home).environ.items():
             if value is None:
                 env.pop(name, None)
             else:

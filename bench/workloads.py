@@ -27,6 +27,7 @@ from typing import Any
 from pytest_hfsnapshot.core import pins
 
 from .limits import outage_warm, rate_limit_window
+from .peers import peers_cold_n4_faults, report_against_off, warm_implicit_from_pretrained
 from .runner import INFO, TOOLS, Bench, Row, Target, WorkerResult, abba, median, ratios, spread, step, task, wall
 
 MIB = 1 << 20
@@ -447,4 +448,7 @@ WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "suite-without-snapshots": suite_without_snapshots,
     "rate-limit-window": rate_limit_window,
     "outage-warm-n4": outage_warm,
+    "peers-cold-n4-faults": peers_cold_n4_faults,
+    "warm-implicit-from-pretrained": warm_implicit_from_pretrained,
+    "report-against-off": report_against_off,
 }

@@ -7,6 +7,7 @@ so the bytes served for each file are unambiguous, through Xet's shared blob sto
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,3 +131,36 @@ def peer_repos() -> list[PeerRepo]:
 def fill(hub: LocalHub) -> dict[str, str]:
     """Commit every peer repo on ``hub``'s ``main``; their commits by folder (``datasets/org/name``)."""
     return {repo.folder: hub.add_repo(repo.repo_id, repo.files, repo_type=repo.repo_type) for repo in peer_repos()}
+
+
+def file_requests(hub: LocalHub) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
+    """(method, path, status, body bytes, files) of every request for a repo file's bytes or metadata.
+
+    ``files`` are the ``/{repo}/resolve/{commit}/{path}`` forms the request was for: its own path on
+    the Hub, its aliases on the CDN and the CAS.
+    """
+    found = []
+    for record in hub.counters().records:
+        names = tuple(p for p in (record.path, *record.aliases) if "/resolve/" in p)
+        if names:
+            found.append((record.method, record.path, record.status, record.body_bytes, names))
+    return found
+
+
+def file_bytes_ratio(hub: LocalHub, commits: Mapping[str, str]) -> float:
+    """Body bytes that carried repo files (cut ones included) over the sizes of the distinct files
+    fetched; ``commits`` by folder, as :func:`fill` returns them."""
+    sizes = {
+        f"/{repo.folder}/resolve/{commits[repo.folder]}/{path}": len(content)
+        for repo in peer_repos()
+        for path, content in repo.files.items()
+    }
+    sent = 0
+    distinct: set[str] = set()
+    for method, path, status, body, names in file_requests(hub):
+        if method == "GET" and status in (200, 206) and "/reconstructions/" not in path:
+            sent += body
+            distinct.update(names)
+    if not distinct:
+        raise AssertionError("no file bytes were served")
+    return sent / sum(sizes[name] for name in distinct)

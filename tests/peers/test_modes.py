@@ -34,7 +34,8 @@ pytest.importorskip("xdist")
 for _name in ("transformers", "tokenizers", "safetensors", "numpy"):
     pytest.importorskip(_name)
 
-from .repos import BARE, BERT, CORPUS, PEFT, SERVER, WORD, fill, peer_repos  # noqa: E402
+from . import repos  # noqa: E402
+from .repos import BARE, BERT, CORPUS, PEFT, SERVER, WORD, file_requests, fill, peer_repos  # noqa: E402
 
 SUITE = Path(__file__).resolve().parent / "suite"
 SCRIPT = str(Path(sys.executable).with_name("pytest-hfsnapshot"))
@@ -244,20 +245,6 @@ def junit_failures(path: Path) -> dict[str, str]:
     return failures
 
 
-def file_requests(hub: LocalHub) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
-    """(method, path, status, body bytes, files) of every request for a repo file's bytes or metadata.
-
-    ``files`` are the ``/{repo}/resolve/{commit}/{path}`` forms the request was for: its own path on
-    the Hub, its aliases on the CDN and the CAS.
-    """
-    found = []
-    for record in hub.counters().records:
-        names = tuple(p for p in (record.path, *record.aliases) if "/resolve/" in p)
-        if names:
-            found.append((record.method, record.path, record.status, record.body_bytes, names))
-    return found
-
-
 def fetched_files(hub: LocalHub) -> dict[str, int]:
     """How many times each repo file's bytes were fetched (a GET answered 200: a body or a reconstruction)."""
     counts: dict[str, int] = {}
@@ -274,20 +261,7 @@ def resolve_path(snapshot: Key, commit: str, path: str) -> str:
 
 
 def file_bytes_ratio(hub: LocalHub, commits: Mapping[Key, str]) -> float:
-    """Body bytes that carried repo files (cut ones included) over the sizes of the distinct files fetched."""
-    sizes = {
-        resolve_path(k, commits[k], path): len(content)
-        for k, repo in REPOS.items()
-        for path, content in repo.files.items()
-    }
-    sent = 0
-    distinct: set[str] = set()
-    for method, path, status, body, names in file_requests(hub):
-        if method == "GET" and status in (200, 206) and "/reconstructions/" not in path:
-            sent += body
-            distinct.update(names)
-    assert distinct, "no file bytes were served"
-    return sent / sum(sizes[name] for name in distinct)
+    return repos.file_bytes_ratio(hub, {REPOS[k].folder: commit for k, commit in commits.items()})
 
 
 def filled_hub(hub: LocalHub, baseline: Baseline) -> dict[Key, str]:

@@ -1,0 +1,236 @@
+"""The workloads of a suite that declares nothing (CONTRACT section 9): the peer suite of
+``tests/peers/suite``, run by pytest in a process of its own per side, against a local Hub filled
+with ``tests/peers/repos.py``'s repos (real transformers, tokenizers and safetensors files)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+from pytest_hfsnapshot.testing.hub import LocalHub
+
+from .runner import INFO, REPO_ROOT, Bench, Row, Target, abba, median, ratios, spread
+
+SUITE = REPO_ROOT / "tests" / "peers" / "suite"
+RUN_TIMEOUT = 600
+#: One call per test of a warm process, timed after an untimed first call (``BENCH_OUT``: where the times go).
+WARM_CALLS = """
+import json, os, time
+from transformers import AutoConfig, AutoTokenizer
+
+def timed(load):
+    load("peers/tiny-bert")
+    times = []
+    for _ in range(int(os.environ["BENCH_CALLS"])):
+        started = time.perf_counter()
+        load("peers/tiny-bert")
+        times.append(time.perf_counter() - started)
+    with open(os.environ["BENCH_OUT"], "a") as out:
+        out.write(json.dumps([load.__self__.__name__, times]) + "\\n")
+
+def test_config():
+    timed(AutoConfig.from_pretrained)
+
+def test_tokenizer():
+    timed(AutoTokenizer.from_pretrained)
+"""
+
+
+def _repos() -> ModuleType:
+    """``tests/peers/repos.py`` by path (the tests are no package to import from)."""
+    spec = importlib.util.spec_from_file_location("peer_repos", REPO_ROOT / "tests" / "peers" / "repos.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextmanager
+def _peer_hub() -> Iterator[tuple[LocalHub, dict[str, str], ModuleType]]:
+    repos = _repos()
+    with LocalHub() as hub:
+        yield hub, repos.fill(hub), repos
+
+
+def _pytest(
+    bench: Bench,
+    hub: LocalHub,
+    folder: Path,
+    cache: Path,
+    flags: tuple[str, ...],
+    *,
+    transport: str = "xet",
+    **env: str,
+) -> tuple[float, int]:
+    """One pytest session in ``folder`` against ``hub``: its wall and its failed tests (errors count)."""
+    base = bench.env(cache, transport, hub.url)
+    env = {k: v for k, v in base.items() if not k.startswith(("PYTEST_", "HFSNAPSHOT_"))} | env
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *flags],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|errors?)\b", done.stdout)}
+    if not counts.get("passed") and not counts.get("failed"):
+        raise RuntimeError(
+            f"the peer suite did not run ({' '.join(flags)}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}"
+        )
+    return seconds, counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
+
+
+def _suite(bench: Bench) -> Path:
+    folder = bench.workdir / "peer-suite"
+    if not folder.is_dir():
+        shutil.copytree(SUITE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
+def _faults(hub: LocalHub) -> None:
+    """The faults of tests/peers' manage run: 503 and a cut body on one repo's weights, 502 on
+    another's, a 429 window on a third's small files."""
+    hub.clear_faults()
+    weights = "*/peers/tiny-bert/resolve/*/model.safetensors"
+    hub.fail(weights, 503)
+    hub.cut(weights, 4096)
+    hub.fail("*/peers/tiny-peft/resolve/*/model.safetensors", 502)
+    hub.fail("/peers/tiny-word/resolve/*.json", 429, times=3, retry_after=1)
+
+
+def peers_cold_n4_faults(bench: Bench) -> None:
+    """The peer suite on a cold cache under ``-n 4`` with faults, ``--hf-implicit=manage`` against
+    plain huggingface_hub (``-p no:hfsnapshot``), per transport, as ABBA rounds: failed tests, file
+    bytes served over the distinct files' sizes, and wall."""
+    suite = _suite(bench)
+    sides = {"manage": ("-n", "4", "--hf-implicit=manage"), "plain": ("-n", "4", "-p", "no:hfsnapshot")}
+    with _peer_hub() as (hub, commits, repos):
+        for transport in bench.transports():
+            failed: dict[str, list[int]] = {s: [] for s in sides}
+            moved: dict[str, list[float]] = {s: [] for s in sides}
+            walls: dict[str, list[float]] = {s: [] for s in sides}
+            for side in abba(list(sides), bench.profile.peer_rounds):
+                cache = bench.new_cache(f"peers-{side}")
+                _faults(hub)
+                hub.reset_counters()
+                seconds, failures = _pytest(bench, hub, suite, cache, sides[side], transport=transport)
+                walls[side].append(seconds)
+                failed[side].append(failures)
+                moved[side].append(repos.file_bytes_ratio(hub, commits))
+                bench.drop(cache)
+            hub.clear_faults()
+            label = f"peers-cold-n4-faults, {transport}"
+            pairs = ratios(walls["manage"], walls["plain"])
+            bench.rows += [
+                Row(label, "failed tests (of 15), worst round", max(failed["manage"]), max(failed["plain"]), None,
+                    Target("<=", 0, "= 0"), fmt="{:.0f}"),
+                Row(label, "file bytes / distinct file bytes, median", median(moved["manage"]),
+                    median(moved["plain"]), None, Target("<=", 1.01, "<= 1.01"), fmt="{:.3f}"),
+                Row(label, "wall / plain's, median of pairs", median(pairs), 1.0, None, INFO, fmt="{:.2f}",
+                    note=f"pairs {spread(pairs, '{:.2f}')}; manage {median(walls['manage']):.1f}s, "
+                    f"plain {median(walls['plain']):.1f}s"),
+            ]  # fmt: skip
+
+
+def _record_pins(bench: Bench, hub: LocalHub, folder: Path, cache: Path) -> Path:
+    pins = folder / "pins.json"
+    _pytest(bench, hub, folder, cache, ("--hf-pins=pins.json", "--hf-update-pins"))
+    if not json.loads(pins.read_text()):
+        raise RuntimeError("warm-implicit-from-pretrained: recording wrote no pin entry")
+    return pins
+
+
+def warm_implicit_from_pretrained(bench: Bench) -> None:
+    """Warm ``AutoConfig``/``AutoTokenizer.from_pretrained`` by repo id in a test, per call, under
+    ``--hf-implicit=manage`` with the pin file that records them, against plain huggingface_hub
+    (its HEADs and probes of optional files): ABBA rounds of one pytest process per side, the
+    median per call of each."""
+    p = bench.profile
+    folder = bench.workdir / "warm-implicit"
+    folder.mkdir()
+    (folder / "test_warm.py").write_text(WARM_CALLS, encoding="utf-8")
+    plain = ("-p", "no:hfsnapshot")
+    sides = {"manage": ("--hf-implicit=manage", "--hf-pins=pins.json"), "plain": plain, "plain-again": plain}
+    with _peer_hub() as (hub, _, _):
+        cache = bench.new_cache("warm-implicit")
+        _record_pins(bench, hub, folder, cache)
+        per_call: dict[tuple[str, str], list[float]] = {}
+        requests: dict[str, list[int]] = {s: [] for s in sides}
+        for side in abba(list(sides), p.peer_rounds):
+            out = folder / f"{side}.jsonl"
+            out.unlink(missing_ok=True)
+            hub.reset_counters()
+            _, failures = _pytest(
+                bench, hub, folder, cache, sides[side], BENCH_OUT=str(out), BENCH_CALLS=str(p.peer_calls)
+            )
+            if failures:
+                raise RuntimeError(f"warm-implicit-from-pretrained: {failures} failed ({side})")
+            requests[side].append(len(hub.requests))
+            for line in out.read_text().splitlines():
+                loader, times = json.loads(line)
+                per_call.setdefault((loader, side), []).append(median(times))
+        bench.drop(cache)
+    for loader in ("AutoConfig", "AutoTokenizer"):
+        pairs = ratios(per_call[(loader, "manage")], per_call[(loader, "plain")])
+        null = ratios(per_call[(loader, "plain-again")], per_call[(loader, "plain")])
+        ms = {s: median(per_call[(loader, s)]) * 1000 for s in sides}
+        bench.rows.append(
+            Row(
+                f"warm-implicit-from-pretrained, {loader}",
+                "per-call time / plain's, median of pairs",
+                median(pairs),
+                1.0,
+                None,
+                Target("<=", 1.0, "<= 1.0"),
+                fmt="{:.3f}",
+                note=f"pairs {spread(pairs)}, null (plain/plain) {spread(null)}; per call: "
+                f"manage {ms['manage']:.2f} ms, plain {ms['plain']:.2f} ms; requests per process: "
+                f"manage {median(requests['manage']):.0f}, plain {median(requests['plain']):.0f}",
+            )
+        )
+
+
+def report_against_off(bench: Bench) -> None:
+    """The peer suite on a warm cache, ``--hf-implicit=report`` (the default) against ``off``: what
+    observing and reporting costs a suite's process wall, as ABBA rounds."""
+    suite = _suite(bench)
+    sides = {"report": ("--hf-implicit=report",), "off": ("--hf-implicit=off",), "off-again": ("--hf-implicit=off",)}
+    with _peer_hub() as (hub, _, _):
+        cache = bench.new_cache("peers-report")
+        _pytest(bench, hub, suite, cache, ("-p", "no:hfsnapshot"))  # warms the cache and the .pyc files
+        walls: dict[str, list[float]] = {s: [] for s in sides}
+        for side in abba(list(sides), bench.profile.peer_rounds):
+            seconds, failures = _pytest(bench, hub, suite, cache, sides[side])
+            if failures:
+                raise RuntimeError(f"report-against-off: {failures} failed ({side})")
+            walls[side].append(seconds)
+        bench.drop(cache)
+    pairs = ratios(walls["report"], walls["off"])
+    null = ratios(walls["off-again"], walls["off"])
+    bench.rows.append(
+        Row(
+            "report-against-off, peer suite warm",
+            "process wall / --hf-implicit=off's, median of pairs",
+            median(pairs),
+            1.0,
+            None,
+            Target("<=", 1.05, "<= 1.05"),
+            fmt="{:.3f}",
+            note=f"pairs {spread(pairs)}, null (off/off) {spread(null)}; "
+            f"report {median(walls['report']):.2f}s, off {median(walls['off']):.2f}s",
+        )
+    )
