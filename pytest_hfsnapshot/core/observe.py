@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import logging
 import os
@@ -63,6 +64,8 @@ class Observer:
         self._settings = settings
         self.offline_misses: list[OfflineMiss] = []
         self._lock = threading.Lock()
+        #: Files ``manage`` verified at a commit, with the identity (inode, size, mtime) they had then.
+        self._prepared: dict[tuple[str, ...], tuple[Prepared, tuple[int, int, int] | None]] = {}
 
     @property
     def manages(self) -> bool:
@@ -221,9 +224,19 @@ class Observer:
     def _prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> Prepared | None:
         if self._preparer is None:
             return None
+        key = (str(cache_dir), repo_type, repo_id, revision, path)
+        snapshot_file = RepoCache(cache_dir, repo_id, repo_type).root / "snapshots" / revision / path
+        known = self._prepared.get(key)
+        if known is not None and known[1] == _identity(snapshot_file):
+            return dataclasses.replace(known[0], fetched=0)
         settings = dataclasses.replace(self._settings(), cache_dir=cache_dir)
         with own_work():
-            return self._preparer(repo_type, repo_id, revision, path, settings)
+            prepared = self._preparer(repo_type, repo_id, revision, path, settings)
+        if prepared is not None and prepared.present and is_commit(revision):
+            # Verified at a commit: until the file changes (a truncation, a rewrite), later loads of
+            # this process read it as it is, as huggingface_hub's own warm lookups do.
+            self._prepared[key] = (prepared, _identity(snapshot_file))
+        return prepared
 
     def _replay(self, repo_type: str, repo_id: str, revision: str, path: str, *, refusals: bool) -> None:
         """A recorded absence (and, offline, a refusal) raises what the Hub's answer made the client raise online."""
@@ -461,9 +474,23 @@ def _sizes(path: str, started: float) -> tuple[int, int]:
     return st.st_size, st.st_size if st.st_mtime >= started - 1 else 0
 
 
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a file is rewritten, truncated or replaced (the link followed)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _signature(function: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(function)
+
+
 def _bind(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
     try:
-        return dict(inspect.signature(function).bind(*args, **kwargs).arguments)
+        return dict(_signature(function).bind(*args, **kwargs).arguments)
     except TypeError:
         return None
 
