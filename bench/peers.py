@@ -18,16 +18,17 @@ from types import ModuleType
 
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-from .runner import INFO, REPO_ROOT, Bench, Row, Target, abba, median, ratios, spread
+from .runner import INFO, REPO_ROOT, Bench, Row, Target, abba, median, ratio_row, ratios, spread
 
 SUITE = REPO_ROOT / "tests" / "peers" / "suite"
 RUN_TIMEOUT = 600
 #: One call per test of a warm process, timed after an untimed first call (``BENCH_OUT``: where the times go).
 WARM_CALLS = """
 import json, os, time
+from huggingface_hub import hf_hub_download
 from transformers import AutoConfig, AutoTokenizer
 
-def timed(load):
+def timed(name, load):
     load("peers/tiny-bert")
     times = []
     for _ in range(int(os.environ["BENCH_CALLS"])):
@@ -35,62 +36,38 @@ def timed(load):
         load("peers/tiny-bert")
         times.append(time.perf_counter() - started)
     with open(os.environ["BENCH_OUT"], "a") as out:
-        out.write(json.dumps([load.__self__.__name__, times]) + "\\n")
+        out.write(json.dumps([name, times]) + "\\n")
 
-def test_config():
-    timed(AutoConfig.from_pretrained)
-
-def test_tokenizer():
-    timed(AutoTokenizer.from_pretrained)
+test_config = lambda: timed("AutoConfig", AutoConfig.from_pretrained)
+test_tokenizer = lambda: timed("AutoTokenizer", AutoTokenizer.from_pretrained)
+test_download = lambda: timed("hf_hub_download", lambda repo: hf_hub_download(repo, "config.json"))
 """
-
-
-def _repos() -> ModuleType:
-    """``tests/peers/repos.py`` by path (the tests are no package to import from)."""
-    spec = importlib.util.spec_from_file_location("peer_repos", REPO_ROOT / "tests" / "peers" / "repos.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 @contextmanager
 def _peer_hub() -> Iterator[tuple[LocalHub, dict[str, str], ModuleType]]:
-    repos = _repos()
+    """A local Hub with ``tests/peers/repos.py``'s repos (loaded by path: the tests are no package)."""
+    spec = importlib.util.spec_from_file_location("peer_repos", REPO_ROOT / "tests" / "peers" / "repos.py")
+    assert spec is not None and spec.loader is not None
+    repos = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up there
+    spec.loader.exec_module(repos)
     with LocalHub() as hub:
         yield hub, repos.fill(hub), repos
 
 
 def _pytest(
-    bench: Bench,
-    hub: LocalHub,
-    folder: Path,
-    cache: Path,
-    flags: tuple[str, ...],
-    *,
-    transport: str = "xet",
-    **env: str,
+    bench: Bench, hub: LocalHub, at: Path, cache: Path, flags: tuple[str, ...], transport: str = "xet", **env: str
 ) -> tuple[float, int]:
-    """One pytest session in ``folder`` against ``hub``: its wall and its failed tests (errors count)."""
+    """One pytest session in folder ``at`` against ``hub``: its wall and its failed tests (errors count)."""
     base = bench.env(cache, transport, hub.url)
     env = {k: v for k, v in base.items() if not k.startswith(("PYTEST_", "HFSNAPSHOT_"))} | env
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *flags],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *flags]
+    done = subprocess.run(command, cwd=at, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     seconds = time.perf_counter() - started
     counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|errors?)\b", done.stdout)}
     if not counts.get("passed") and not counts.get("failed"):
-        raise RuntimeError(
-            f"the peer suite did not run ({' '.join(flags)}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}"
-        )
+        raise RuntimeError(f"the suite did not run ({' '.join(flags)}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
     return seconds, counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
 
 
@@ -146,30 +123,21 @@ def peers_cold_n4_faults(bench: Bench) -> None:
             ]  # fmt: skip
 
 
-def _record_pins(bench: Bench, hub: LocalHub, folder: Path, cache: Path) -> Path:
-    pins = folder / "pins.json"
-    _pytest(bench, hub, folder, cache, ("--hf-pins=pins.json", "--hf-update-pins"))
-    if not json.loads(pins.read_text()):
-        raise RuntimeError("warm-implicit-from-pretrained: recording wrote no pin entry")
-    return pins
-
-
 def warm_implicit_from_pretrained(bench: Bench) -> None:
-    """Warm ``AutoConfig``/``AutoTokenizer.from_pretrained`` by repo id in a test, per call, under
-    ``--hf-implicit=manage`` with the pin file that records them, against plain huggingface_hub
-    (its HEADs and probes of optional files): ABBA rounds of one pytest process per side, the
-    median per call of each."""
+    """Warm ``AutoConfig``/``AutoTokenizer.from_pretrained`` and ``hf_hub_download`` by repo id, per call, under
+    ``--hf-implicit=manage`` with the pin file that records them, against plain huggingface_hub:
+    ABBA rounds of one pytest process per side, the median per call of each."""
     p = bench.profile
     folder = bench.workdir / "warm-implicit"
     folder.mkdir()
     (folder / "test_warm.py").write_text(WARM_CALLS, encoding="utf-8")
     plain = ("-p", "no:hfsnapshot")
     sides = {"manage": ("--hf-implicit=manage", "--hf-pins=pins.json"), "plain": plain, "plain-again": plain}
+    per_call: dict[str, dict[str, list[float]]] = {"AutoConfig": {}, "AutoTokenizer": {}, "hf_hub_download": {}}
+    requests: dict[str, list[int]] = {s: [] for s in sides}
     with _peer_hub() as (hub, _, _):
         cache = bench.new_cache("warm-implicit")
-        _record_pins(bench, hub, folder, cache)
-        per_call: dict[tuple[str, str], list[float]] = {}
-        requests: dict[str, list[int]] = {s: [] for s in sides}
+        _pytest(bench, hub, folder, cache, ("--hf-pins=pins.json", "--hf-update-pins"))  # records the pin file
         for side in abba(list(sides), p.peer_rounds):
             out = folder / f"{side}.jsonl"
             out.unlink(missing_ok=True)
@@ -182,24 +150,17 @@ def warm_implicit_from_pretrained(bench: Bench) -> None:
             requests[side].append(len(hub.requests))
             for line in out.read_text().splitlines():
                 loader, times = json.loads(line)
-                per_call.setdefault((loader, side), []).append(median(times))
+                per_call[loader].setdefault(side, []).append(median(times) * 1000)
         bench.drop(cache)
-    for loader in ("AutoConfig", "AutoTokenizer"):
-        pairs = ratios(per_call[(loader, "manage")], per_call[(loader, "plain")])
-        null = ratios(per_call[(loader, "plain-again")], per_call[(loader, "plain")])
-        ms = {s: median(per_call[(loader, s)]) * 1000 for s in sides}
+    counts = ", ".join(f"{s} {median(requests[s]):.0f}" for s in sides)
+    for loader, ms in per_call.items():
+        times = ", ".join(f"{s} {median(ms[s]):.2f} ms" for s in sides)
         bench.rows.append(
-            Row(
+            ratio_row(
                 f"warm-implicit-from-pretrained, {loader}",
-                "per-call time / plain's, median of pairs",
-                median(pairs),
+                ms,
                 1.0,
-                None,
-                Target("<=", 1.0, "<= 1.0"),
-                fmt="{:.3f}",
-                note=f"pairs {spread(pairs)}, null (plain/plain) {spread(null)}; per call: "
-                f"manage {ms['manage']:.2f} ms, plain {ms['plain']:.2f} ms; requests per process: "
-                f"manage {median(requests['manage']):.0f}, plain {median(requests['plain']):.0f}",
+                f"per call: {times}; requests per process: {counts}",
             )
         )
 
@@ -209,28 +170,15 @@ def report_against_off(bench: Bench) -> None:
     observing and reporting costs a suite's process wall, as ABBA rounds."""
     suite = _suite(bench)
     sides = {"report": ("--hf-implicit=report",), "off": ("--hf-implicit=off",), "off-again": ("--hf-implicit=off",)}
+    walls: dict[str, list[float]] = {s: [] for s in sides}
     with _peer_hub() as (hub, _, _):
         cache = bench.new_cache("peers-report")
         _pytest(bench, hub, suite, cache, ("-p", "no:hfsnapshot"))  # warms the cache and the .pyc files
-        walls: dict[str, list[float]] = {s: [] for s in sides}
         for side in abba(list(sides), bench.profile.peer_rounds):
             seconds, failures = _pytest(bench, hub, suite, cache, sides[side])
             if failures:
                 raise RuntimeError(f"report-against-off: {failures} failed ({side})")
             walls[side].append(seconds)
         bench.drop(cache)
-    pairs = ratios(walls["report"], walls["off"])
-    null = ratios(walls["off-again"], walls["off"])
-    bench.rows.append(
-        Row(
-            "report-against-off, peer suite warm",
-            "process wall / --hf-implicit=off's, median of pairs",
-            median(pairs),
-            1.0,
-            None,
-            Target("<=", 1.05, "<= 1.05"),
-            fmt="{:.3f}",
-            note=f"pairs {spread(pairs)}, null (off/off) {spread(null)}; "
-            f"report {median(walls['report']):.2f}s, off {median(walls['off']):.2f}s",
-        )
-    )
+    detail = ", ".join(f"{s} {median(w):.2f}s" for s, w in walls.items())
+    bench.rows.append(ratio_row("report-against-off, peer suite warm, process wall", walls, 1.05, detail))

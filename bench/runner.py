@@ -157,6 +157,15 @@ def ratios(top: Sequence[float], bottom: Sequence[float]) -> list[float]:
     return [x / y for x, y in zip(top, bottom, strict=True)]
 
 
+def ratio_row(label: str, sides: dict[str, list[float]], target: float, detail: str) -> Row:
+    """The first side over the second as the median of ABBA pairs; the third (the second again) is the null."""
+    top, bottom, again = sides
+    pairs, null = ratios(sides[top], sides[bottom]), ratios(sides[again], sides[bottom])
+    return Row(label, f"{top} / {bottom}, median of pairs", median(pairs), 1.0, None,
+               Target("<=", target, f"<= {target:g}"), fmt="{:.3f}",
+               note=f"pairs {spread(pairs)}, null ({again}/{bottom}) {spread(null)}; {detail}")  # fmt: skip
+
+
 def abba(sides: Sequence[str], rounds: int) -> Iterator[str]:
     """``sides`` in order, then reversed, then in order...: a machine that grows busier during the
     run weighs on every side alike."""

@@ -28,7 +28,22 @@ from pytest_hfsnapshot.core import pins
 
 from .limits import outage_warm, rate_limit_window
 from .peers import peers_cold_n4_faults, report_against_off, warm_implicit_from_pretrained
-from .runner import INFO, TOOLS, Bench, Row, Target, WorkerResult, abba, median, ratios, spread, step, task, wall
+from .runner import (
+    INFO,
+    TOOLS,
+    Bench,
+    Row,
+    Target,
+    WorkerResult,
+    abba,
+    median,
+    ratio_row,
+    ratios,
+    spread,
+    step,
+    task,
+    wall,
+)
 
 MIB = 1 << 20
 #: The link speed CI runners see, for the workloads that cap the Hub's link.
@@ -154,31 +169,13 @@ def warm_pinned(bench: Bench, files: dict[str, int | str], target: float) -> Non
     label = f"warm-{len(files)}-files, pinned commit"
     times = ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items())
     bench.rows += [
-        Row.of_tools(
-            label,
-            "HTTP requests, warm calls",
-            {t: float(requests[t]) for t in TOOLS},
-            Target("<=", 0, "= 0"),
-            fmt="{:.0f}",
-        ),
-        Row(
-            label,
-            "per-call time / A's",
-            ms["plugin"] / ms["hf"],
-            1.0,
-            ms["handrolled"] / ms["hf"],
-            Target("<=", target, f"<= {target:g}"),
-            fmt="{:.3f}",
-            note=f"per call: {times}",
-        ),
-        Row.of_tools(
-            label,
-            "per-call time / os.stat walk (floor)",
-            {t: ms[t] / ms["statwalk"] for t in TOOLS},
-            INFO,
-            fmt="{:.1f}",
-        ),
-    ]
+        Row.of_tools(label, "HTTP requests, warm calls", {t: float(requests[t]) for t in TOOLS},
+                     Target("<=", 0, "= 0"), fmt="{:.0f}"),
+        Row(label, "per-call time / A's", ms["plugin"] / ms["hf"], 1.0, ms["handrolled"] / ms["hf"],
+            Target("<=", target, f"<= {target:g}"), fmt="{:.3f}", note=f"per call: {times}"),
+        Row.of_tools(label, "per-call time / os.stat walk (floor)", {t: ms[t] / ms["statwalk"] for t in TOOLS},
+                     INFO, fmt="{:.1f}"),
+    ]  # fmt: skip
 
 
 # --- warm-branch-8-procs ---------------------------------------------------------------------------
@@ -355,43 +352,25 @@ def cold_1_gib(bench: Bench) -> None:
             null_added = [(a["cpu"] - b["cpu"]) / one_pass for a, b in zip(runs["again"], hf, strict=True)]
             what = f"link {LINK_MIB_S} MiB/s" if rate else "raw loopback"
             label = f"cold-1-gib, {p.big_mib} MiB, {transport}, {what}"
+            wall_note = (
+                f"pairs {spread(walls)}; A again / A (the null) {spread(null)}; wall plugin "
+                f"{median(col('plugin', 'wall')):.2f}s, A {median(col('hf', 'wall')):.2f}s; hashed after "
+                f"the transfer: up to {max(col('plugin', 'rehashed')):.1f} MiB"
+            )
+            cpu_note = (
+                f"pairs {spread(added, '{:.2f}')}; one pass {one_pass:.2f} CPU s; A's own CPU "
+                f"{min(col('hf', 'cpu')) / one_pass:.2f}..{max(col('hf', 'cpu')) / one_pass:.2f} passes"
+            )
             bench.rows += [
-                Row(
-                    label,
-                    "wall / A's, median of pairs (A: the null)",
-                    median(walls),
-                    median(null),
-                    None,
-                    Target("<=", goal, f"<= {goal:.2f}"),
-                    fmt="{:.3f}",
-                    note=f"pairs {spread(walls)}; A again / A (the null) {spread(null)}; wall plugin "
-                    f"{median(col('plugin', 'wall')):.2f}s, A {median(col('hf', 'wall')):.2f}s; hashed after "
-                    f"the transfer: up to {max(col('plugin', 'rehashed')):.1f} MiB",
-                ),
-                Row(
-                    label,
-                    "CPU added over A, in sha256 passes (A: the null)",
-                    median(added),
-                    median(null_added),
-                    None,
-                    Target("<=", 1.15, "<= 1.15"),
-                    note=f"pairs {spread(added, '{:.2f}')}; one pass {one_pass:.2f} CPU s; A's own CPU "
-                    f"{min(col('hf', 'cpu')) / one_pass:.2f}..{max(col('hf', 'cpu')) / one_pass:.2f} passes",
-                ),
-            ]
+                Row(label, "wall / A's, median of pairs (A: the null)", median(walls), median(null), None,
+                    Target("<=", goal, f"<= {goal:.2f}"), fmt="{:.3f}", note=wall_note),
+                Row(label, "CPU added over A, in sha256 passes (A: the null)", median(added), median(null_added),
+                    None, Target("<=", 1.15, "<= 1.15"), note=cpu_note),
+            ]  # fmt: skip
             if not rate:
                 rss = {side: median(col(side, "rss")) for side in ("plugin", "hf")}
-                bench.rows.append(
-                    Row(
-                        label,
-                        "peak RSS, MiB",
-                        rss["plugin"],
-                        rss["hf"],
-                        None,
-                        Target("<=", 1.05 * rss["hf"], "<= A + 5%"),
-                        fmt="{:.0f}",
-                    )
-                )
+                bench.rows.append(Row(label, "peak RSS, MiB", rss["plugin"], rss["hf"], None,
+                                      Target("<=", 1.05 * rss["hf"], "<= A + 5%"), fmt="{:.0f}"))  # fmt: skip
     bench.hub.set_link_rate(None)
 
 
@@ -412,7 +391,8 @@ def suite_without_snapshots(bench: Bench) -> None:
     _write_suite(suite, p.suite_tests)
     env = bench.env(bench.new_cache("suite"))
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
-    modes = {"with": base, "without": [*base, "-p", "no:hfsnapshot"]}
+    without = [*base, "-p", "no:hfsnapshot"]
+    modes = {"with": base, "without": without, "without-again": without}
     subprocess.run([*base, "--co"], env=env, cwd=suite, capture_output=True, check=False)  # writes the .pyc files
     walls: dict[str, list[float]] = {m: [] for m in modes}
     bench.hub.reset()
@@ -422,19 +402,8 @@ def suite_without_snapshots(bench: Bench) -> None:
         walls[mode].append(time.perf_counter() - started)
         if done.returncode != 0 or not re.search(rf"\b{p.suite_tests} passed", done.stdout):
             raise RuntimeError(f"suite-without-snapshots: the suite failed ({mode}):\n{done.stdout[-2000:]}")
-    pairs = ratios(walls["with"], walls["without"])
-    bench.rows.append(
-        Row(
-            f"suite-without-snapshots, {p.suite_tests} tests",
-            "process wall / with -p no:hfsnapshot, median of pairs",
-            median(pairs),
-            None,
-            None,
-            Target("<=", 1.02, "<= 1.02"),
-            fmt="{:.3f}",
-            note=f"pairs {spread(pairs)}; Hub requests: {bench.hub.stats()['requests']}",
-        )
-    )
+    label = f"suite-without-snapshots, {p.suite_tests} tests, process wall"
+    bench.rows.append(ratio_row(label, walls, 1.02, f"Hub requests: {bench.hub.stats()['requests']}"))
 
 
 #: Every workload by name, in the order of a run; ``--only`` picks some.

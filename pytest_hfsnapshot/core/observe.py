@@ -225,7 +225,7 @@ class Observer:
         if self._preparer is None:
             return None
         key = (str(cache_dir), repo_type, repo_id, revision, path)
-        snapshot_file = RepoCache(cache_dir, repo_id, repo_type).root / "snapshots" / revision / path
+        snapshot_file = os.path.join(_repo_root(str(cache_dir), repo_id, repo_type), "snapshots", revision, path)
         known = self._prepared.get(key)
         if known is not None and known[1] == _identity(snapshot_file):
             return dataclasses.replace(known[0], fetched=0)
@@ -474,7 +474,12 @@ def _sizes(path: str, started: float) -> tuple[int, int]:
     return st.st_size, st.st_size if st.st_mtime >= started - 1 else 0
 
 
-def _identity(path: Path) -> tuple[int, int, int] | None:
+@functools.lru_cache(maxsize=256)
+def _repo_root(cache_dir: str, repo_id: str, repo_type: str) -> str:
+    return str(RepoCache(Path(cache_dir), repo_id, repo_type).root)
+
+
+def _identity(path: str) -> tuple[int, int, int] | None:
     """What changes when a file is rewritten, truncated or replaced (the link followed)."""
     try:
         st = os.stat(path)

@@ -568,6 +568,29 @@ def test_manage_repairs_a_damaged_cached_file_before_the_test_reads_it(
         assert hashlib.sha256((snapshot / path).read_bytes()).digest() == hashlib.sha256(files[path]).digest(), path
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
+def test_manage_repairs_a_file_damaged_between_two_loads_of_one_process(
+    pytester: pytest.Pytester, local_hub: LocalHub, baseline: Baseline
+) -> None:
+    filled_hub(local_hub, baseline)
+    expected = REPOS[key(BERT)].files["config.json"]
+    pytester.makepyfile(
+        test_twice=f"""
+        from huggingface_hub import hf_hub_download
+        from pytest_hfsnapshot.testing.half_written import truncated_blob
+
+        def test_loaded_twice():
+            first = hf_hub_download("{BERT}", "config.json")
+            assert open(first, "rb").read() == {expected!r}
+            truncated_blob("{local_hub.cache_dir}", "{BERT}", "config.json")
+            again = hf_hub_download("{BERT}", "config.json")
+            assert open(again, "rb").read() == {expected!r}
+        """
+    )
+
+    run(pytester, local_hub, "--hf-implicit=manage").assert_outcomes(passed=1)
+
+
 # --- fail ---------------------------------------------------------------------------------------------------
 
 
