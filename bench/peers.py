@@ -1,6 +1,5 @@
-"""The workloads of a suite that declares nothing (CONTRACT section 9): the peer suite of
-``tests/peers/suite``, run by pytest in a process of its own per side, against a local Hub filled
-with ``tests/peers/repos.py``'s repos (real transformers, tokenizers and safetensors files)."""
+"""The workloads of a suite that declares nothing (CONTRACT section 9): ``tests/peers/suite`` run by
+pytest, a process per side, against a local Hub holding ``tests/peers/repos.py``'s real repos."""
 
 from __future__ import annotations
 
