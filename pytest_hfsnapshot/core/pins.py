@@ -129,9 +129,14 @@ class PinFile:
         """The pins that record paths (``files``): what a prefetch fetches beside the declarations."""
         return [pin for _, pin in sorted(self.pins.items()) if pin.files is not None or pin.refused is not None]
 
+    def _records_use(self, k: Key) -> bool:
+        """Whether an entry of ``k`` records an implicit use (``files`` without a manifest's ``size``)."""
+        return any(_entry_key(e) == k and "files" in e and "size" not in e for e in self.entries)
+
     def branches(self) -> list[Pin]:
-        """The pins of a branch or tag (those that can move), in the file's order of keys."""
-        return [pin for k, pin in sorted(self.pins.items()) if pin.moves]
+        """The pins of a branch or tag (those that can move), in the file's order of keys; a refused
+        use is no pin to move (the Hub names no commit for it)."""
+        return [pin for k, pin in sorted(self.pins.items()) if pin.moves and pin.refused is None]
 
     def updated(self, commits: Mapping[Key, str], implicit: Mapping[Key, Recorded] | None = None) -> Update:
         """The file with ``commits`` (what each key's branch or tag points at now) written in.
@@ -157,6 +162,10 @@ class PinFile:
             entry: dict[str, Any] = {name: getattr(pin, name) for name in KEYS}
             if use is not None:
                 entry.update(_recorded_paths(use, old if old is not None and old.commit == pin.commit else None))
+            elif old is not None and old.files is not None and self._records_use(k):
+                # Moved with no use this session: the paths recorded at the old commit are the best guess
+                # (a prefetch says which one the new commit lacks).
+                entry.update(_recorded_paths(Recorded(pin.commit), old))
             if old is not None and old.commit == pin.commit and (use is None or _same_paths(old, entry)):
                 continue
             if old is None:

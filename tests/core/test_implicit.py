@@ -128,6 +128,17 @@ def test_an_update_records_paths_and_keeps_the_old_ones_at_the_same_commit(tmp_p
     ]
 
 
+def test_a_recorded_entry_moved_by_pins_update_keeps_its_paths_and_a_refusal_is_not_moved(tmp_path: Path) -> None:
+    path = tmp_path / "pins.json"
+    refused = {**entry(), "repo_id": "org/gone", "commit": "0" * 40, "files": [], "refused": "RepoNotFound"}
+    path.write_text(json.dumps([entry(files=["a"], missing=["m"]), refused]))
+    pin_file = pins.read(path)
+    assert [pin.repo_id for pin in pin_file.branches()] == ["org/tiny"]
+    update = pin_file.updated({("model", "org/tiny", "main"): C2})
+    moved = next(e for e in update.entries if e["repo_id"] == "org/tiny")
+    assert (moved["commit"], moved["files"], moved["missing"]) == (C2, ["a"], ["m"])
+
+
 def test_answers_for_a_recorded_snapshot(local_hub: LocalHub, tmp_path: Path) -> None:
     commit = local_hub.add_repo("org/tiny", {"config.json": "{}", "model.safetensors": b"\x01" * 2048})
     snapshot_download("org/tiny")
