@@ -175,6 +175,7 @@ class Observer:
         if made is None:
             from huggingface_hub.errors import OfflineModeIsEnabled
 
+            self.refused_offline(request)
             raise OfflineModeIsEnabled(
                 f"Cannot reach {url}: this test session is offline (pytest --hf-offline or HF_HUB_OFFLINE=1), "
                 "and pytest-hfsnapshot lets no request of huggingface_hub out."
@@ -265,9 +266,7 @@ class Observer:
         note = self.recorder.note
         if isinstance(error, errors.LocalEntryNotFoundError):
             if offline:
-                label = f"{repo_path(repo_id, repo_type)}@{revision}"
-                with self._lock:
-                    self.offline_misses.append(OfflineMiss(self.recorder.phase, label, path))
+                self._missed(f"{repo_path(repo_id, repo_type)}@{revision}", path)
             return
         if isinstance(error, errors.EntryNotFoundError):
             response = getattr(error, "response", None)
@@ -279,6 +278,18 @@ class Observer:
             note(repo_type, repo_id, revision, refused="RepoNotFound")
         elif isinstance(error, errors.RevisionNotFoundError):
             note(repo_type, repo_id, revision, refused="RevisionNotFound")
+
+    def refused_offline(self, request: Any) -> None:
+        """A request offline mode refuses: the load it serves was not recorded, its test's failure says so."""
+        call = hub_calls.parse(str(request.url), self._endpoint())
+        if call is not None and call.kind not in ("xet-token", "other"):
+            asked = hub_calls.HubCall(call.kind, call.repo_type, call.repo_id, self._asked_revision(call))
+            self._missed(asked.label, call.path or f"answer to its {call.kind} request")
+
+    def _missed(self, label: str, what: str) -> None:
+        """An offline load the cache could not serve: its test's failure will name it."""
+        with self._lock:
+            self.offline_misses.append(OfflineMiss(self.recorder.phase, label, what))
 
     # --- try_to_load_from_cache -----------------------------------------------------------------
     def lookup(self, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -410,6 +421,7 @@ def attach(client: Any) -> None:
                 if type(error).__name__ != "OfflineModeIsEnabled" or observer is None:
                     raise
                 if observer.local_answer(request) is None:
+                    observer.refused_offline(request)
                     raise
                 return None
 

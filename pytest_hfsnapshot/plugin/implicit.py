@@ -52,7 +52,8 @@ class ImplicitSession:
             self._before = cache_changes.scan(options.effective_cache_dir())
 
     def _pin_file(self) -> pins.PinFile | None:
-        if self.options.pins is None:
+        """The pins the session's loads follow: none while ``--hf-update-pins`` asks the Hub anew."""
+        if self.options.pins is None or self.options.update_pins:
             return None
         try:
             return pins.load(self.options.pins)
@@ -96,7 +97,7 @@ class ImplicitSession:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
         report: pytest.TestReport = yield
-        if report.when == "call" and report.passed and self.observer.mode == "fail":
+        if report.when == "call" and report.passed and self.observer.mode == "fail" and not self.options.update_pins:
             unlisted = self._unlisted(item)
             if unlisted:
                 report.outcome = "failed"
@@ -174,7 +175,8 @@ def offline_miss_line(label: str, path: str, pin_path: Path | None) -> str:
     """The line an offline run adds to a test that failed because a load was not in the cache."""
     return (
         f"hfsnapshot: {label} has no cached {path} for this offline run; record it online with "
-        f"`{pins_hint(pin_path)}`, then prefetch it with --hf-prefetch-only."
+        f"`{pins_hint(pin_path)}`, then prefetch it with "
+        f"`pytest --hf-prefetch-only --hf-pins={pin_path if pin_path is not None else _PINS_HINT}`."
     )
 
 

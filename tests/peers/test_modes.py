@@ -488,7 +488,31 @@ def test_offline_use_not_prefetched_fails_naming_the_repo_path_and_command(
     assert local_hub.requests == []
     text = junit_failures(pytester.path / "report.xml")[bare_test]
     hints = [line for line in text.splitlines() if BARE in line and "config.json" in line]
-    assert [line for line in hints if "--hf-update-pins" in line], text
+    assert [line for line in hints if "--hf-update-pins" in line and "--hf-prefetch-only --hf-pins=" in line], text
+
+
+def test_offline_api_call_not_recorded_fails_naming_the_repo_and_command(
+    pytester: pytest.Pytester, local_hub: LocalHub, baseline: Baseline
+) -> None:
+    filled_hub(local_hub, baseline)
+    pytester.makepyfile(
+        test_info=f"""
+        from huggingface_hub import HfApi
+
+        def test_info():
+            HfApi().model_info("{BARE}")
+        """
+    )
+
+    result = run(pytester, local_hub, "--hf-offline", "--junitxml=report.xml")
+
+    result.assert_outcomes(failed=1)
+    assert local_hub.requests == []
+    text = junit_failures(pytester.path / "report.xml")["test_info.py::test_info"]
+    assert "OfflineModeIsEnabled" in text, text
+    assert [line for line in text.splitlines() if f"hfsnapshot: {BARE}@main" in line and "--hf-update-pins" in line], (
+        text
+    )
 
 
 # --- manage ----------------------------------------------------------------------------------------------
