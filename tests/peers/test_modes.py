@@ -615,6 +615,31 @@ def test_manage_repairs_a_file_damaged_between_two_loads_of_one_process(
     run(pytester, local_hub, "--hf-implicit=manage").assert_outcomes(passed=1)
 
 
+def test_manage_with_update_pins_loads_and_pins_the_branch_as_it_is_now(
+    pytester: pytest.Pytester, local_hub: LocalHub
+) -> None:
+    old = local_hub.add_repo("peers/moving", {"config.json": '{"v": 1}'})
+    new = local_hub.add_repo("peers/moving", {"config.json": '{"v": 2}'})
+    local_hub.add_repo("peers/unlisted", {"config.json": "{}"})
+    write_pins(pytester.path / "pins.json", [{"repo_id": "peers/moving", "repo_type": "model", "revision": "main",
+                                              "commit": old, "files": ["config.json"]}])  # fmt: skip
+    pytester.makepyfile(
+        test_moving=f"""
+        from huggingface_hub import HfApi, hf_hub_download
+
+        def test_now():
+            assert open(hf_hub_download("peers/moving", "config.json")).read() == '{{"v": 2}}'
+            assert HfApi().model_info("peers/moving").sha == "{new}"
+            hf_hub_download("peers/unlisted", "config.json")
+        """
+    )
+
+    result = run(pytester, local_hub, "--hf-implicit=fail", "--hf-pins=pins.json", "--hf-update-pins")
+
+    result.assert_outcomes(passed=1)
+    assert implicit_entries(pytester.path / "pins.json")[key("peers/moving")]["commit"] == new
+
+
 # --- fail ---------------------------------------------------------------------------------------------------
 
 
