@@ -14,12 +14,14 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from huggingface_hub import errors as hf_errors
 
+from ..errors import HfSnapshotError
 from ._hf_compat import hub_major
 
+T = TypeVar("T")
 Kind = Literal["auth", "revision_not_found", "entry_not_found", "transient", "disk", "fatal"]
 
 _TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -346,3 +348,95 @@ def client_retries_listings() -> bool:
     Where the client already retries, wrapping the listing in our retries would multiply the two.
     """
     return hub_major() >= 2
+
+
+class Failures(Protocol):
+    """What a call's failures become: its typed errors, its give-ups, and the session's memory of outages."""
+
+    def down(self, what: str) -> Exception | None:
+        """The give-up of a call to the Hub not even tried (the session found it unreachable moments ago)."""
+        ...
+
+    def answered(self) -> None:
+        """A call to the Hub succeeded."""
+        ...
+
+    def typed(self, error: BaseException, kind: Classification) -> Exception:
+        """The error a failure that is not transient becomes."""
+        ...
+
+    def gave_up(
+        self,
+        error: BaseException,
+        kind: Classification,
+        attempts: int,
+        what: str,
+        filename: str | None,
+        *,
+        hub_call: bool,
+    ) -> Exception:
+        """The error a transient failure becomes once it is not tried again."""
+        ...
+
+    def retrying(self, what: str, kind: Classification) -> None:
+        """Say that a call to the Hub is tried again after ``kind``."""
+        ...
+
+
+@dataclass
+class Retrier:
+    """The one retry rule of a call: its :class:`Backoff` budget, spent by every step together, and
+    the caller's :class:`Failures` for what a failure becomes when it is not tried again."""
+
+    backoff: Backoff
+    failures: Failures
+    #: Whether a failure's rate-limit window is waited out elsewhere (the session's gate), not here.
+    waited_out: Callable[[Classification], bool] = lambda kind: False
+
+    def call(self, attempt: Callable[[], T], *, what: str, filename: str | None = None, retried: bool = True) -> T:
+        """``attempt()``, a call to the Hub (``what``: "the revision", ...), tried again on transient failures.
+
+        ``retried=False``: the client retries this call itself, so a failure is not tried again here.
+        """
+        down = self.failures.down(what)
+        if down is not None:
+            raise down
+        while True:
+            try:
+                result = attempt()
+            except HfSnapshotError:
+                raise
+            except Exception as error:
+                kind = classify(error)
+                self.after(error, kind, what=what, filename=filename, retried=retried, hub_call=True)
+                self.failures.retrying(what, kind)
+            else:
+                self.failures.answered()
+                return result
+
+    def after(
+        self,
+        error: BaseException,
+        kind: Classification,
+        *,
+        what: str,
+        filename: str | None,
+        retried: bool = True,
+        hub_call: bool,
+    ) -> None:
+        """After a failed attempt: return once the backoff has passed, to try again; otherwise raise
+        the typed error (not transient) or the give-up (budget spent).
+
+        ``retried=False``, or a request the client has just retried with its own backoff: another
+        round of ours on top would multiply the layers. A rate-limit window the session's gate holds
+        is waited out there, not here. ``hub_call``: a call to the Hub itself (revision, listing),
+        whose give-up makes the session remember an outage.
+        """
+        if kind.kind != "transient":
+            raise self.failures.typed(error, kind) from error
+        backoff = self.backoff
+        if not retried or kind.client_retried:
+            backoff.attempts += 1
+        elif backoff.wait(None if self.waited_out(kind) else kind.retry_after):
+            return
+        raise self.failures.gave_up(error, kind, backoff.attempts, what, filename, hub_call=hub_call) from error

@@ -207,3 +207,128 @@ def test_a_runtime_error_elsewhere_is_not_taken_for_hf_xet() -> None:
     subclass = type("ClientClosed", (RuntimeError,), {})
     assert retry.classify(subclass(text), through_xet=True).kind == "fatal"
     assert retry.classify(http_error(status=503), through_xet=True).by_xet is False
+
+
+# --- Retrier: the one retry rule of a call ------------------------------------------------------
+class Gone(Exception):
+    """What the failures below turn a failure into."""
+
+
+class Failures:
+    """A :class:`retry.Failures` that keeps what the retrier asked of it."""
+
+    def __init__(self, *, down: bool = False) -> None:
+        self.is_down = down
+        self.calls: list[tuple[str, ...]] = []
+
+    def down(self, what: str) -> Exception | None:
+        return Gone(f"down: {what}") if self.is_down else None
+
+    def answered(self) -> None:
+        self.calls.append(("answered",))
+
+    def typed(self, error: BaseException, kind: retry.Classification) -> Exception:
+        return Gone(f"typed: {kind.kind}")
+
+    def gave_up(
+        self,
+        error: BaseException,
+        kind: retry.Classification,
+        attempts: int,
+        what: str,
+        filename: str | None,
+        *,
+        hub_call: bool,
+    ) -> Exception:
+        return Gone(f"gave up on {what} ({filename}) after {attempts}, hub_call={hub_call}")
+
+    def retrying(self, what: str, kind: retry.Classification) -> None:
+        self.calls.append(("retrying", what, kind.kind))
+
+
+def failing(*errors: BaseException, then: int = 42) -> Any:
+    """An attempt that raises ``errors`` in turn, then returns ``then``; ``.tries`` counts its calls."""
+    left = list(errors)
+
+    def attempt() -> int:
+        attempt.tries += 1  # type: ignore[attr-defined]
+        if left:
+            raise left.pop(0)
+        return then
+
+    attempt.tries = 0  # type: ignore[attr-defined]
+    return attempt
+
+
+def retrier(failures: Failures, retries: int = 3, sleeps: list[float] | None = None) -> retry.Retrier:
+    backoff = retry.Backoff(retries=retries, sleep=(sleeps if sleeps is not None else []).append)
+    return retry.Retrier(backoff, failures)
+
+
+def test_a_transient_failure_is_tried_again_and_the_value_returned() -> None:
+    failures, sleeps = Failures(), []
+    attempt = failing(ConnectionResetError("reset"), http_error(status=503))
+    assert retrier(failures, sleeps=sleeps).call(attempt, what="the revision") == 42
+    assert attempt.tries == 3 and len(sleeps) == 2
+    assert failures.calls == [("retrying", "the revision", "transient")] * 2 + [("answered",)]
+
+
+def test_a_failure_that_is_not_transient_becomes_the_typed_error_at_once() -> None:
+    failures, cause = Failures(), http_error(hf_errors.RevisionNotFoundError, 404)
+    attempt = failing(cause)
+    with pytest.raises(Gone, match="typed: revision_not_found") as raised:
+        retrier(failures).call(attempt, what="the revision")
+    assert attempt.tries == 1 and raised.value.__cause__ is cause
+    assert failures.calls == []
+
+
+def test_the_budget_spent_is_a_give_up_naming_every_attempt() -> None:
+    attempt = failing(*[ConnectionResetError("reset")] * 5)
+    with pytest.raises(Gone, match=r"gave up on the file listing \(None\) after 3, hub_call=True"):
+        retrier(Failures(), retries=2).call(attempt, what="the file listing")
+    assert attempt.tries == 3
+
+
+@pytest.mark.parametrize("method", ["HEAD", "GET"])
+def test_what_the_client_retries_itself_is_not_tried_again(method: str) -> None:
+    # huggingface_hub retries a file's HEAD itself; retried=False says so of a whole call (a GET here).
+    error = http_error(status=503, method=method, url="https://hub.test/api/models/x")
+    sleeps: list[float] = []
+    attempt = failing(error)
+    with pytest.raises(Gone, match="after 1"):
+        retrier(Failures(), sleeps=sleeps).call(attempt, what="the revision", retried=method == "HEAD")
+    assert attempt.tries == 1 and sleeps == []
+
+
+def test_a_known_outage_raises_without_trying() -> None:
+    attempt = failing()
+    with pytest.raises(Gone, match="down: the revision"):
+        retrier(Failures(down=True)).call(attempt, what="the revision")
+    assert attempt.tries == 0
+
+
+def test_our_own_errors_pass_through_untouched() -> None:
+    from pytest_hfsnapshot.errors import VerificationError
+
+    own = VerificationError("no commit id")
+    with pytest.raises(VerificationError) as raised:
+        retrier(Failures()).call(failing(own), what="the revision")
+    assert raised.value is own
+
+
+@pytest.mark.parametrize("gate_holds", [False, True])
+def test_a_rate_limit_window_the_gate_holds_is_not_waited_out_again(gate_holds: bool) -> None:
+    window = http_error(status=429, url="https://hub.test/api/models/x", headers={"Retry-After": "30"})
+    sleeps: list[float] = []
+    backoff = retry.Backoff(retries=1, base=0.5, sleep=sleeps.append, rng=random.Random(1))
+    run = retry.Retrier(backoff, Failures(), waited_out=lambda kind: gate_holds and kind.status == 429)
+    assert run.call(failing(window), what="the revision") == 42
+    # The gate's own wait stands for Retry-After; what is left here is the plain backoff.
+    assert sleeps == [30.0] if not gate_holds else len(sleeps) == 1 and sleeps[0] <= 0.5
+
+
+def test_after_a_failed_download_the_give_up_is_no_hub_call() -> None:
+    run = retrier(Failures(), retries=0)
+    error = ConnectionResetError("reset")
+    with pytest.raises(Gone, match=r"gave up on the download \(a.bin\) after 1, hub_call=False"):
+        run.after(error, retry.classify(error), what="the download", filename="a.bin", hub_call=False)
