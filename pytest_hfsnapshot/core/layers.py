@@ -19,14 +19,20 @@ import stat
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import HfSnapshotWarning, InvalidRequestError
+from ..settings import Settings
 from . import state
 from .layout import RepoCache, dropped_layer_file, is_within
-from .verify import ExpectedFile, Problem, ProblemKind, content_hash, hash_problem, link_target
+from .verify import ExpectedFile, Problem, ProblemKind, check_file, content_hash, hash_problem, link_target
+
+if TYPE_CHECKING:
+    from .locking import HeldCheck
+    from .repair import Repairer
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -54,6 +60,11 @@ _devices: dict[str, int] = {}
 _opened: set[tuple[str, str]] = set()
 _dropped: dict[tuple[str | None, str], str] = {}
 _lock = threading.Lock()
+
+
+def layer_roots(settings: Settings) -> list[Path]:
+    """The settings' cache layers, as paths."""
+    return [Path(layer) for layer in settings.cache_layers]
 
 
 def env_layers() -> list[str]:
@@ -293,6 +304,68 @@ class Layers:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """What the layers serve in place of the files the writable cache lacks or holds damaged."""
+
+    #: The entries the record keeps for the files served, by path.
+    entries: dict[str, ExpectedFile]
+    #: The paths whose damage in the writable cache was removed.
+    repaired: list[str]
+    #: What is still missing or damaged, by path: the problems given, less the files served.
+    problems: dict[str, Problem]
+
+
+def serve(
+    layers: Layers,
+    repair: Repairer,
+    held: HeldCheck,
+    commit: str,
+    files: list[ExpectedFile],
+    problems: Mapping[str, Problem],
+    *,
+    hash_all: bool,
+) -> Served:
+    """Link, in place of the files ``problems`` names, those the layers hold good.
+
+    A file whose blob this cache still holds (a link is missing, not its bytes) is left to the
+    client, which links it without a transfer.
+    """
+    left = dict(problems)
+    if not layers or not left:
+        return Served({}, [], left)
+    repo = repair.repo
+    wanted = [f for f in files if f.path in left]
+    found = layers.find(repo, commit, wanted, hash_all=hash_all)
+    snapshot_dir = str(repo.snapshot_dir(commit))
+    served: dict[str, ExpectedFile] = {}
+    repaired: list[str] = []
+    for f in wanted:
+        one = found.get(f.path)
+        if one is None:
+            continue
+        problem = left[f.path]
+        blob = repo.blob(one.entry.blob_name)
+        if not problem.blob_damaged and os.path.lexists(blob) and not links_to(blob, one.file):
+            continue
+        if problem.kind is not ProblemKind.MISSING:
+            held()
+            repair.remove(commit, f, problem)
+        if os.path.lexists(blob) and not os.path.islink(blob):
+            continue  # a blob of this cache's own stays: the client links it
+        if problem.kind is not ProblemKind.MISSING:
+            repaired.append(f.path)
+        held()  # a link into a layer is a write step like any other
+        link_into_layer(repo, commit, one, repair.blob_lock)
+        after = check_file(repo, snapshot_dir, one.entry, layers.roots)
+        if after is not None:
+            left[f.path] = after  # the layer failed meanwhile: repaired like any damage
+            continue
+        served[f.path] = one.entry
+        del left[f.path]
+    return Served(served, repaired, left)
+
+
 def link_into_layer(
     repo: RepoCache, commit: str, found: Found, lock: Callable[[str], contextlib.AbstractContextManager[object]]
 ) -> None:
@@ -397,4 +470,16 @@ def _is_dropped(session: str | None, root: Path, cache_dir: Path) -> bool:
     return True
 
 
-__all__ = ["DEAD_ERRNOS", "LAYERS_ENV", "Found", "Layers", "env_layers", "link_into_layer", "links_to", "open_layers"]
+__all__ = [
+    "DEAD_ERRNOS",
+    "LAYERS_ENV",
+    "Found",
+    "Layers",
+    "Served",
+    "env_layers",
+    "layer_roots",
+    "link_into_layer",
+    "links_to",
+    "open_layers",
+    "serve",
+]

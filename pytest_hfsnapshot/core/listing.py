@@ -17,6 +17,9 @@ from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defin
 
 from ..errors import InvalidRequestError, VerificationError
 from ..request import SnapshotRequest
+from . import retry
+from .call import Call
+from .layers import Layers
 from .layout import XET_HASH_RE, RepoCache
 from .verify import ExpectedFile
 
@@ -96,4 +99,39 @@ def select(request: SnapshotRequest, listing: dict[str, ExpectedFile], commit: s
     return [listing[p] for p in paths]
 
 
-__all__ = ["METADATA_MARKERS", "fetch", "parse", "select"]
+def cached(repo: RepoCache, layers: Layers, commit: str) -> dict[str, ExpectedFile] | None:
+    """The listing of ``commit`` the cache holds (the client's tree cache), else the first layer's
+    (copied where the client's own offline calls look); None when neither holds one to trust."""
+    raw = repo.read_listing_cache(commit)
+    if raw is not None:
+        try:
+            return parse(repo, raw)
+        except (KeyError, TypeError, ValueError):
+            pass
+    layered = layers.listing(repo, commit)
+    if layered is None:
+        return None
+    try:
+        listing = parse(repo, layered)
+    except (KeyError, TypeError, ValueError):
+        return None
+    repo.write_listing_cache(commit, layered)
+    return listing
+
+
+def load(call: Call, retrier: retry.Retrier, commit: str) -> dict[str, ExpectedFile]:
+    """The listing of ``commit``: the cached one, else the Hub's (retried), then kept in the cache."""
+    listing = cached(call.repo, call.layers, commit)
+    if listing is not None:
+        return listing
+    raw = retrier.call(
+        lambda: fetch(HfApi(token=call.settings.token), call.request, commit),
+        what="the file listing",
+        retried=not retry.client_retries_listings(),
+    )
+    listing = parse(call.repo, raw)
+    call.repo.write_listing_cache(commit, raw)
+    return listing
+
+
+__all__ = ["METADATA_MARKERS", "cached", "fetch", "load", "parse", "select"]

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from filelock import BaseFileLock, FileLock, LeaseSettingsMismatch, SoftFileLease, Timeout
 
@@ -97,6 +97,12 @@ def describe_holder(holder: dict[str, Any]) -> str:
     if holder.get("since_iso"):
         parts.append(f"since {holder['since_iso']}")
     return " ".join(parts)
+
+
+class HeldCheck(Protocol):
+    """The check before each write step under the repo lock (:meth:`RepoLock.ensure_held`)."""
+
+    def __call__(self, then: Callable[[], None] | None = None) -> None: ...
 
 
 #: How often a waiter asks ``done`` while the kernel lock is held, where no folder watch wakes it

@@ -13,7 +13,9 @@ import dataclasses
 import logging
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
@@ -21,6 +23,9 @@ from ..errors import UnsafeCacheError
 from .layers import Layers
 from .layout import RepoCache
 from .verify import ExpectedFile, Problem, ProblemKind, check_file, hash_mismatches, hash_problem, linked_blob_name
+
+if TYPE_CHECKING:
+    from .locking import HeldCheck
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -35,6 +40,16 @@ class Findings:
     adopted: dict[str, ExpectedFile]
     #: Whether a link or file planted where a snapshot folder belongs was removed.
     planted: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Cleared:
+    """What :meth:`Repairer.clear` removed."""
+
+    #: The paths whose damage was removed.
+    repaired: list[str]
+    #: Whether unfinished downloads (``.incomplete`` blobs) were in the repo's blob folder.
+    orphans: bool
 
 
 class Repairer:
@@ -163,6 +178,31 @@ class Repairer:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(self.repo.blob(f.blob_name))
 
+    def clear(
+        self, held: HeldCheck, commit: str, files: list[ExpectedFile], problems: Mapping[str, Problem]
+    ) -> Cleared:
+        """Remove what ``problems`` makes bad before the files are fetched again, checking ``held``
+        before each removal. A file simply not downloaded yet (no blob, no unfinished download of
+        it) has nothing to remove."""
+        blobs_before = blob_names(self.repo.blobs)
+        orphans = self.repo.incomplete_blobs()
+        interrupted = {p.name.split(".", 1)[0] for p in orphans}
+        repaired: list[str] = []
+        for f in files:
+            problem = problems.get(f.path)
+            if problem is None:
+                continue
+            if (
+                problem.kind is ProblemKind.MISSING
+                and f.blob_name not in blobs_before
+                and f.blob_name not in interrupted
+            ):
+                continue  # simply not downloaded yet
+            repaired.append(f.path)
+            held()
+            self.remove(commit, f, problem)
+        return Cleared(repaired, bool(orphans))
+
     def _unlink_from_store(self, store: Path, f: ExpectedFile) -> None:
         """Remove the repo's link into the shared blob store, and the store file if it is damaged.
 
@@ -208,4 +248,12 @@ class Repairer:
         return FileLock(str(path), timeout=self.lock_timeout if timeout is None else timeout, is_singleton=False)
 
 
-__all__ = ["Findings", "Repairer"]
+def blob_names(blobs: Path) -> set[str]:
+    """The names in a repo's blob folder (none when it cannot be read)."""
+    try:
+        return set(os.listdir(blobs))
+    except OSError:
+        return set()
+
+
+__all__ = ["Cleared", "Findings", "Repairer", "blob_names"]
