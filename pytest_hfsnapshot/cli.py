@@ -152,8 +152,8 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     except InvalidRequestError as error:
         parser.error(str(error))
 
-    def fetch_one(request: SnapshotRequest) -> Snapshot:
-        return materialize_request(request, settings)
+    def fetch_one(request: SnapshotRequest, *, warn_unmatched: bool = True) -> Snapshot:
+        return materialize_request(request, settings, warn_unmatched=warn_unmatched)
 
     fetch = fetch_one if pin_file is None else pinned_files.fetcher(pin_file, fetch_one, lambda: cache_dir)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import InvalidRequestError
 from ..request import SnapshotRequest
@@ -37,30 +38,37 @@ def requests(pin_file: PinFile) -> dict[SnapshotRequest, Pin]:
     return out
 
 
+class Fetch(Protocol):
+    """A prefetch's fetch of one request; ``warn_unmatched=False`` keeps quiet about patterns that select nothing."""
+
+    def __call__(self, request: SnapshotRequest, *, warn_unmatched: bool = True) -> Snapshot: ...
+
+
 def fetcher(
-    pin_file: PinFile, fetch: Callable[[SnapshotRequest], Snapshot], cache_dir: Callable[[], str | os.PathLike[str]]
+    pin_file: PinFile, fetch: Fetch, cache_dir: Callable[[], str | os.PathLike[str]]
 ) -> Callable[[SnapshotRequest], Snapshot]:
-    """``fetch`` for the prefetch: a recorded request is checked and its markers written once it is ready."""
+    """``fetch`` for the prefetch: a recorded request is checked and its markers written once it is ready
+    (a recorded path the commit lacks is the error :func:`finish` raises, not a pattern warning)."""
     recorded = requests(pin_file)
 
     def fetch_recorded(request: SnapshotRequest) -> Snapshot:
-        snapshot = fetch(request)
         pin = recorded.get(request)
+        snapshot = fetch(request, warn_unmatched=pin is None)
         if pin is not None:
-            finish(pin_file.path, pin, snapshot, Path(cache_dir()))
+            finish(pin_file, pin, snapshot, Path(cache_dir()))
         return snapshot
 
     return fetch_recorded
 
 
-def finish(path: Path, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> None:
+def finish(pin_file: PinFile, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> None:
     """Check that the commit had every recorded path; write the branch's ref and the markers of the ``missing`` ones."""
     lacking = sorted(set(pin.files or ()) - set(snapshot.files))
     if lacking:
         raise InvalidRequestError(
-            f"Pin file {path}, entry {pin.label}: files names {', '.join(repr(p) for p in lacking[:5])}"
+            f"{pin_file.where(pin)}: files names {', '.join(repr(p) for p in lacking[:5])}"
             f"{' and more' if len(lacking) > 5 else ''}, which commit {pin.commit} does not have. Record the "
-            f"entry again with `pytest --hf-pins={path} --hf-update-pins`, or remove those paths from it."
+            f"entry again with `pytest --hf-pins={pin_file.path} --hf-update-pins`, or remove those paths from it."
         )
     repo = RepoCache(cache_dir, pin.repo_id, pin.repo_type)
     if pin.moves:
@@ -72,4 +80,4 @@ def finish(path: Path, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> None:
         marker.touch()
 
 
-__all__ = ["fetcher", "finish", "requests"]
+__all__ = ["Fetch", "fetcher", "finish", "requests"]

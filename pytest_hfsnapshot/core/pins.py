@@ -129,6 +129,11 @@ class PinFile:
         """The pins that record paths (``files``): what a prefetch fetches beside the declarations."""
         return [pin for _, pin in sorted(self.pins.items()) if pin.files is not None or pin.refused is not None]
 
+    def where(self, pin: Pin) -> str:
+        """How a message names ``pin``'s first entry: ``Pin file PATH, entry N (org/name@main)``."""
+        number, entry = next((n, e) for n, e in enumerate(self.entries, 1) if _entry_key(e) == pin.key)
+        return _where(self.path, number, entry)
+
     def _records_use(self, k: Key) -> bool:
         """Whether an entry of ``k`` records an implicit use (``files`` without a manifest's ``size``)."""
         return any(_entry_key(e) == k and "files" in e and "size" not in e for e in self.entries)
@@ -327,7 +332,7 @@ def _pin(path: Path, number: int, entry: object) -> Pin:
             f"Pin file {path}, entry {number}: a JSON {_json_kind(entry)} ({_excerpt(entry)}), "
             f"not an object: {_FORMAT}."
         )
-    where = f"Pin file {path}, entry {number} ({_entry_label(entry)})"
+    where = _where(path, number, entry)
     for name in KEYS:
         if name not in entry:
             raise InvalidRequestError(f"{where}: the key {name!r} is missing: {_FORMAT}.")
@@ -390,6 +395,11 @@ def _repo_path_ok(path: str) -> bool:
 
 def _entry_key(entry: Mapping[str, Any]) -> Key:
     return (entry["repo_type"], entry["repo_id"], entry["revision"])
+
+
+def _where(path: Path, number: int, entry: Mapping[str, Any]) -> str:
+    """How a message names an entry: ``Pin file PATH, entry N (org/name@main)``."""
+    return f"Pin file {path}, entry {number} ({_entry_label(entry)})"
 
 
 def _entry_label(entry: Mapping[str, Any]) -> str:

@@ -79,12 +79,12 @@ class HfSnapshotSession:
         #: Every implicit use of the session, merged in the controller at its end.
         self.implicit_uses: list[ImplicitUse] = []
 
-    def fetch(self, request: SnapshotRequest, *, factory: bool = False) -> Snapshot:
+    def fetch(self, request: SnapshotRequest, *, factory: bool = False, warn_unmatched: bool = True) -> Snapshot:
         """The request's snapshot, materialized at most once by this process; core errors propagate.
 
         A failure's verdict is kept (here and, for other xdist workers, in the session's folder) so
         that :meth:`provide` answers every later test at once. ``factory``: asked for through the
-        ``hf_snapshots`` factory.
+        ``hf_snapshots`` factory. ``warn_unmatched=False``: no warning for patterns that select nothing.
         """
         with self._lock:
             known = self._snapshots.get(request)
@@ -99,7 +99,7 @@ class HfSnapshotSession:
 
         started = time.monotonic()
         try:
-            snapshot = materialize_request(request, opts.settings(self.session_id))
+            snapshot = materialize_request(request, opts.settings(self.session_id), warn_unmatched=warn_unmatched)
         except HfSnapshotError as error:
             self._share_verdict(request, for_failure(request, error, opts, factory=factory))
             if not isinstance(error, AuthError):
@@ -115,7 +115,7 @@ class HfSnapshotSession:
                 self._snapshots[request] = snapshot
                 self.uses.append(use)
             snapshot = self._snapshots[request]
-        if first:
+        if first and warn_unmatched:
             # Once per process, as a pytest warning (the core logs it too, for scripts).
             for pattern in request.unmatched_allow_patterns(snapshot.files):
                 warnings.warn(HfSnapshotWarning(request.unmatched_pattern_message(pattern)), stacklevel=1)
