@@ -451,6 +451,38 @@ def test_prefetch_fetches_exactly_the_recorded_paths_then_offline_sends_nothing(
     assert local_hub.requests == []
 
 
+@pytest.mark.transports("xet", "xet-noshare", "http")
+def test_a_call_with_its_own_cache_dir_is_served_offline_from_the_session_cache(
+    pytester: pytest.Pytester, local_hub: LocalHub, baseline: Baseline
+) -> None:
+    filled_hub(local_hub, baseline)
+    write_pins(pytester.path / "pins.json", baseline.pins())
+    expected = REPOS[key(BERT)].files
+    pytester.makepyfile(
+        test_own_cache=f"""
+        import pytest
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+        def test_own_cache(tmp_path):
+            for path, content in {{"config.json": {expected["config.json"]!r},
+                                  "model.safetensors": {expected["model.safetensors"]!r}}}.items():
+                loaded = hf_hub_download("{BERT}", path, cache_dir=tmp_path / "own")
+                assert loaded.startswith(str(tmp_path / "own"))
+                assert open(loaded, "rb").read() == content
+            with pytest.raises(LocalEntryNotFoundError):
+                hf_hub_download("{BERT}", "tf_model.h5", cache_dir=tmp_path / "own")
+        """
+    )
+    assert run(pytester, local_hub, "--hf-prefetch-only", "--hf-pins=pins.json").ret == 0
+    local_hub.reset_counters()
+
+    result = run(pytester, local_hub, "--hf-offline", "--hf-pins=pins.json")
+
+    result.assert_outcomes(passed=1)
+    assert local_hub.requests == []
+
+
 def test_cli_prefetch_with_pins_fetches_the_recorded_paths(
     pytester: pytest.Pytester, local_hub: LocalHub, baseline: Baseline
 ) -> None:
