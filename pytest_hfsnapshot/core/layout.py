@@ -382,6 +382,11 @@ class RepoCache:
         return self.own_dir / "refusals" / f"{self.folder_name}.json"
 
     @property
+    def implicit_refusal_path(self) -> Path:
+        """How the Hub last refused an implicit load of this repo, and whether a token was set then."""
+        return self.own_dir / "refusals" / f"{self.folder_name}.implicit.json"
+
+    @property
     def records_dir(self) -> Path:
         """The folder of this repo's records, every commit's and every selection's."""
         return self.own_dir / "records" / self.folder_name

@@ -24,10 +24,14 @@ from typing import Any
 
 from ..request import is_commit, repo_path
 from ..settings import ImplicitMode, Settings
-from . import _hf_compat, hub_calls, local_answers
+from . import _hf_compat, hub_calls, local_answers, state
+from .credentials import token_set
 from .implicit import Prepared, Preparer, Recorder, busy, own_work
 from .layout import RepoCache
 from .pins import REFUSALS, PinFile
+
+#: Refusals that depend on the token in use: replayed offline only under the same token situation.
+_TOKEN_REFUSALS = ("GatedRepo", "RepoNotFound")
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -104,7 +108,7 @@ class Observer:
         revision = self._asked_revision(call)
         if status >= 400:
             if code in REFUSALS and status in (401, 403, 404):
-                note(call.repo_type, call.repo_id, revision, refused=code)
+                self._refused(call.repo_type, call.repo_id, revision, code)
             elif code == "EntryNotFound" and call.kind == "file":
                 note(call.repo_type, call.repo_id, revision, commit=commit, missing=call.path)
             return
@@ -131,6 +135,26 @@ class Observer:
                     )
         else:
             note(call.repo_type, call.repo_id, revision, commit=commit)
+
+    def _refused(self, repo_type: str, repo_id: str, revision: str, code: str) -> None:
+        """The Hub refused a load: recorded, and (for offline runs) whether a token was set then."""
+        self.recorder.note(repo_type, repo_id, revision, refused=code)
+        if code in _TOKEN_REFUSALS and not self.offline():
+            state.remember_implicit_refusal(
+                RepoCache(self._cache_dir(), repo_id, repo_type), code=code, token_set=token_set()
+            )
+
+    def _refusal_stands(self, repo_type: str, repo_id: str, code: str) -> bool:
+        """Whether a recorded refusal is replayed offline: under the token situation it was met with
+        (CONTRACT section 3), or when this cache never met it (the pin file alone records it)."""
+        if code not in _TOKEN_REFUSALS:
+            return True
+        recalled = state.recalled_implicit_refusal(RepoCache(self._cache_dir(), repo_id, repo_type))
+        if recalled is None:
+            return True
+        from .refusals import replay_refused  # it imports huggingface_hub's HTTP stack: not at start-up
+
+        return replay_refused(recorded_token_set=bool(recalled.get("token_set")), token_set=token_set())
 
     def _asked_revision(self, call: hub_calls.HubCall) -> str:
         """The revision a request was asked at: a pinned branch the plugin sent at its commit is the branch."""
@@ -164,7 +188,15 @@ class Observer:
         call = hub_calls.parse(str(request.url), self._endpoint())
         if call is None:
             return None
-        return local_answers.answer(call, str(request.method), self._pin_file(), self._cache_dir())
+        pin_file = self._pin_file()
+        pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
+        if (
+            pin is not None
+            and pin.refused is not None
+            and not self._refusal_stands(call.repo_type, call.repo_id, pin.refused)
+        ):
+            return None
+        return local_answers.answer(call, str(request.method), pin_file, self._cache_dir())
 
     def handle(self, inner: Any, request: Any) -> Any:
         """The transport's step: offline, answer a recorded snapshot here and let nothing out."""
@@ -247,7 +279,7 @@ class Observer:
             return
         made = None
         if pin.refused is not None:
-            if not refusals:
+            if not refusals or not self._refusal_stands(repo_type, repo_id, pin.refused):
                 return
             made = local_answers.refusal(pin.refused, pin.commit)
         elif path in pin.missing:
@@ -273,11 +305,11 @@ class Observer:
             commit = response.headers.get("X-Repo-Commit") if response is not None else None
             note(repo_type, repo_id, revision, commit=commit, missing=path)
         elif isinstance(error, errors.GatedRepoError):
-            note(repo_type, repo_id, revision, refused="GatedRepo")
+            self._refused(repo_type, repo_id, revision, "GatedRepo")
         elif isinstance(error, errors.RepositoryNotFoundError):
-            note(repo_type, repo_id, revision, refused="RepoNotFound")
+            self._refused(repo_type, repo_id, revision, "RepoNotFound")
         elif isinstance(error, errors.RevisionNotFoundError):
-            note(repo_type, repo_id, revision, refused="RevisionNotFound")
+            self._refused(repo_type, repo_id, revision, "RevisionNotFound")
 
     def refused_offline(self, request: Any) -> None:
         """A request offline mode refuses: the load it serves was not recorded, its test's failure says so."""

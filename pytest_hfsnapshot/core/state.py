@@ -160,6 +160,24 @@ def remember_refusal(repo: RepoCache, *, reason: str, message: str, token_set: b
         )
 
 
+def remember_implicit_refusal(repo: RepoCache, *, code: str, token_set: bool) -> None:
+    """Keep that the Hub refused an implicit load of the repo (its ``X-Error-Code``) and whether a
+    token was set; best effort, as :func:`remember_refusal`."""
+    with contextlib.suppress(OSError, HfSnapshotError):
+        atomic_write_json(
+            repo.implicit_refusal_path,
+            {"code": code, "token_set": token_set, "at": time.time()},
+            root=repo.cache_dir,
+            repo_id=repo.repo_id,
+        )
+
+
+def recalled_implicit_refusal(repo: RepoCache) -> dict[str, Any] | None:
+    """The last implicit refusal kept for the repo (``code``, ``token_set``, ``at``), or None."""
+    data = read_json(repo.implicit_refusal_path)
+    return data if isinstance(data, dict) else None
+
+
 def recalled_refusal(repo: RepoCache) -> dict[str, Any] | None:
     """The last refusal kept for the repo (``reason``, ``message``, ``token_set``, ``at``), or None."""
     data = read_json(repo.refusal_path)

@@ -483,6 +483,37 @@ def test_a_call_with_its_own_cache_dir_is_served_offline_from_the_session_cache(
     assert local_hub.requests == []
 
 
+def test_a_recorded_refusal_is_replayed_offline_only_under_the_same_token_situation(
+    pytester: pytest.Pytester, local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local_hub.add_repo("peers/gated", {"config.json": "{}"}, gated=True)
+    pytester.makepyfile(
+        test_gated="""
+        import os, pytest
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError
+
+        def test_gated():
+            expected = {"gated": GatedRepoError, "not-cached": LocalEntryNotFoundError}[os.environ["EXPECT"]]
+            with pytest.raises(expected):
+                hf_hub_download("peers/gated", "config.json")
+        """
+    )
+    monkeypatch.setenv("EXPECT", "gated")
+    run(pytester, local_hub, "--hf-pins=pins.json", "--hf-update-pins").assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "pins.json").read_text())[0]["refused"] == "GatedRepo"
+    local_hub.reset_counters()
+
+    run(pytester, local_hub, "--hf-offline", "--hf-pins=pins.json").assert_outcomes(passed=1)
+    monkeypatch.setenv("HF_TOKEN", local_hub.token)
+    monkeypatch.setenv("EXPECT", "not-cached")
+    with_token = run(pytester, local_hub, "--hf-offline", "--hf-pins=pins.json")
+
+    with_token.assert_outcomes(passed=1)
+    assert local_hub.requests == []
+    assert local_hub.token not in with_token.stdout.str()
+
+
 def test_cli_prefetch_with_pins_fetches_the_recorded_paths(
     pytester: pytest.Pytester, local_hub: LocalHub, baseline: Baseline
 ) -> None:
