@@ -24,7 +24,7 @@ from typing import Any
 
 from ..request import is_commit, repo_path
 from ..settings import ImplicitMode, Settings
-from . import _hf_compat, hub_calls, local_answers, state
+from . import _hf_compat, hub_calls, local_answers, state, usage
 from .credentials import token_set
 from .implicit import Prepared, Preparer, Recorder, busy, own_work
 from .layout import RepoCache
@@ -252,6 +252,8 @@ class Observer:
             self.recorder.note(
                 repo_type, repo_id, revision, commit=commit, path=filename, size=size, fetched=max(fetched, managed)
             )
+            if commit is not None:
+                usage.record_use(cache_dir, repo_type, repo_id, commit)
         return result
 
     def _prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> Prepared | None:
@@ -343,6 +345,8 @@ class Observer:
                     result = original(*args, **kwargs)
             size = _size(result) if isinstance(result, str) else -1
             self.recorder.note(repo_type, repo_id, revision, commit=commit, path=filename, size=size)
+            if commit is not None:
+                usage.record_use(lookup_cache, repo_type, repo_id, commit)
         elif result is not None:  # huggingface_hub's _CACHED_NO_EXIST
             self.recorder.note(repo_type, repo_id, revision, missing=filename)
         return result

@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -512,6 +513,28 @@ def test_a_recorded_refusal_is_replayed_offline_only_under_the_same_token_situat
     with_token.assert_outcomes(passed=1)
     assert local_hub.requests == []
     assert local_hub.token not in with_token.stdout.str()
+
+
+def test_an_implicit_load_is_a_use_the_doctor_sees(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    from pytest_hfsnapshot.core.layout import RepoCache
+    from pytest_hfsnapshot.core.usage import last_use
+
+    commit = local_hub.add_repo("peers/used", {"config.json": "{}"})
+    pytester.makepyfile(
+        test_used="""
+        from huggingface_hub import hf_hub_download
+
+        def test_used():
+            hf_hub_download("peers/used", "config.json")
+        """
+    )
+    assert local_hub.cache_dir is not None
+    started = time.time()
+
+    run(pytester, local_hub).assert_outcomes(passed=1)
+
+    used = last_use(RepoCache(local_hub.cache_dir, "peers/used", "model"), commit)
+    assert used is not None and used >= started - 1
 
 
 def test_cli_prefetch_with_pins_fetches_the_recorded_paths(
