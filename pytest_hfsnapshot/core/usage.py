@@ -1,7 +1,7 @@
 """The last use of each snapshot, so that ``pytest-hfsnapshot doctor --prune-unused DAYS`` knows what no
 test has used for days.
 
-A use is a snapshot handed out (a declaration, ``materialize``, an implicit load the plugin manages).
+A use is a snapshot handed out (a declaration, ``materialize``) or an implicit load the plugin sees.
 It is kept as the modification time of an empty file of our state folder
 (:meth:`~pytest_hfsnapshot.core.layout.RepoCache.usage_path`), set to the using process's
 ``time.time()``: one ``utime`` per use, never moved back. A process records each snapshot at most
