@@ -171,7 +171,7 @@ class SnapshotRequest:
     @property
     def label(self) -> str:
         """``repo@revision`` with a type prefix for datasets and spaces, as shown to users."""
-        return f"{repo_path(self.repo_id, self.repo_type)}@{self.revision}"
+        return snapshot_label(self.repo_id, self.repo_type, self.revision)
 
     def unmatched_allow_patterns(self, files: Iterable[str]) -> tuple[str, ...]:
         """The ``allow_patterns`` entries that select none of ``files`` (matched as huggingface_hub does)."""
@@ -219,6 +219,11 @@ def repo_path(repo_id: str, repo_type: str = "model") -> str:
     The prefix is huggingface_hub's own (``constants.REPO_TYPES_URL_PREFIXES``); models have none.
     """
     return REPO_TYPES_URL_PREFIXES.get(repo_type, "") + repo_id
+
+
+def snapshot_label(repo_id: str, repo_type: str, revision: str) -> str:
+    """``org/name@main``, ``datasets/org/name@main``: how every message and summary row names a snapshot."""
+    return f"{repo_path(repo_id, repo_type)}@{revision}"
 
 
 def repo_type_of_prefix(prefix: str) -> str | None:

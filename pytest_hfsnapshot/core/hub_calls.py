@@ -11,7 +11,7 @@ import dataclasses
 from typing import Literal
 from urllib.parse import quote, unquote, urlsplit
 
-from ..request import repo_path
+from ..request import snapshot_label
 
 Kind = Literal["revision", "info", "tree", "paths-info", "file", "xet-token", "other"]
 
@@ -40,7 +40,7 @@ class HubCall:
     @property
     def label(self) -> str:
         """``org/name@main``, ``datasets/org/name@main``."""
-        return f"{repo_path(self.repo_id, self.repo_type)}@{self.revision}"
+        return snapshot_label(self.repo_id, self.repo_type, self.revision)
 
 
 def parse(url: str, endpoint: str) -> HubCall | None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..request import is_commit, repo_path
+from ..request import is_commit, snapshot_label
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -52,7 +52,7 @@ class ImplicitUse:
     @property
     def label(self) -> str:
         """``org/name@main``, ``datasets/org/name@main``."""
-        return f"{repo_path(self.repo_id, self.repo_type)}@{self.revision}"
+        return snapshot_label(self.repo_id, self.repo_type, self.revision)
 
     @property
     def size(self) -> int:

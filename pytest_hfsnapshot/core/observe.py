@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..request import is_commit, repo_path
+from ..request import is_commit, snapshot_label
 from ..settings import ImplicitMode, Settings
 from . import _hf_compat, hub_calls, local_answers, state, usage
 from .credentials import token_set
@@ -300,7 +300,7 @@ class Observer:
         note = self.recorder.note
         if isinstance(error, errors.LocalEntryNotFoundError):
             if offline:
-                self._missed(f"{repo_path(repo_id, repo_type)}@{revision}", path)
+                self._missed(snapshot_label(repo_id, repo_type, revision), path)
             return
         if isinstance(error, errors.EntryNotFoundError):
             response = getattr(error, "response", None)

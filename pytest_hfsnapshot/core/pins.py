@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequestError, RevisionNotFoundError
-from ..request import SnapshotRequest, is_commit, repo_path
+from ..request import SnapshotRequest, is_commit, repo_path, snapshot_label
 from .layout import atomic_write_text
 
 #: The keys every pin entry has (a manifest entry has ``files`` and ``size`` besides).
@@ -63,7 +63,7 @@ class Pin:
     @property
     def label(self) -> str:
         """``org/name@main``, ``datasets/org/name@main``: as the summary and the commands write it."""
-        return f"{repo_path(self.repo_id, self.repo_type)}@{self.revision}"
+        return snapshot_label(self.repo_id, self.repo_type, self.revision)
 
     @property
     def moves(self) -> bool:

@@ -17,7 +17,7 @@ import pytest
 from ..core import cache_changes, file_materialize, observe, pins
 from ..core.formats import human_size
 from ..core.implicit import COLLECTION, SESSION, ImplicitUse, Key, merged
-from ..request import repo_path
+from ..request import snapshot_label
 from .options import Options
 
 _WORKEROUTPUT_KEY = "hfsnapshot_implicit"
@@ -123,7 +123,7 @@ class ImplicitSession:
         for repo_type, repo_id, revision in sorted(keys):
             listed = pin_file is not None and pin_file.pin_for(repo_type, repo_id, revision) is not None
             if not listed:
-                labels.append(f"{repo_path(repo_id, repo_type)}@{revision}")
+                labels.append(snapshot_label(repo_id, repo_type, revision))
         return labels
 
     # --- xdist and the end of the session -------------------------------------------------------
@@ -201,7 +201,7 @@ def summary_lines(uses: Sequence[ImplicitUse], pin_file: pins.PinFile | None, pi
         first = use.tests[0] if use.tests else SESSION
         state = f" refused ({use.refused})" if use.refused else ""
         lines.append(
-            f"{repo_path(use.repo_id, use.repo_type)}@{use.revision} {commit} {len(use.files)} files "
+            f"{use.label} {commit} {len(use.files)} files "
             f"{human_size(use.fetched)} fetched {len(use.tests)} tests (first: {first}){state}"
         )
     unlisted = [u for u in uses if pin_file is None or pin_file.pin_for(u.repo_type, u.repo_id, u.revision) is None]
