@@ -1,4 +1,5 @@
-"""What a failure means (auth, not found, transient, fatal) and how long to wait before trying again.
+"""What a failure means (auth, not found, transient, fatal), how long to wait before trying again,
+and the one retry rule of a call (:class:`Retrier`).
 
 Libraries wrap the Hub's errors (huggingface_hub wraps transport errors in
 ``LocalEntryNotFoundError``; transformers re-raises auth errors as ``OSError(...) from e``),
