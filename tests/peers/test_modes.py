@@ -159,6 +159,15 @@ def run(pytester: pytest.Pytester, hub: LocalHub, *args: str) -> pytest.RunResul
     )
 
 
+def implicit_mode(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, where: str, mode: str) -> list[str]:
+    """``mode`` set by the option (returned, for the command line), the ini key or the environment."""
+    if where == "ini":
+        pytester.makeini(f"[pytest]\nhf_implicit = {mode}\n")
+    elif where == "env":
+        monkeypatch.setenv("HFSNAPSHOT_IMPLICIT", mode)
+    return [f"--hf-implicit={mode}"] if where == "option" else []
+
+
 def write_pins(path: Path, entries: list[dict[str, Any]]) -> Path:
     path.write_text(json.dumps(entries, indent=2) + "\n")
     return path
@@ -403,15 +412,9 @@ def test_off_observes_reports_and_records_nothing(
             snapshot_download("{CORPUS}", repo_type="dataset")
         """
     )
-    args = ["--hf-pins=pins.json", "--hf-update-pins"]
-    if where == "option":
-        args.append("--hf-implicit=off")
-    elif where == "ini":
-        pytester.makeini("[pytest]\nhf_implicit = off\n")
-    else:
-        monkeypatch.setenv("HFSNAPSHOT_IMPLICIT", "off")
+    mode = implicit_mode(pytester, monkeypatch, where, "off")
 
-    result = run(pytester, local_hub, *args)
+    result = run(pytester, local_hub, "--hf-pins=pins.json", "--hf-update-pins", *mode)
 
     result.assert_outcomes(passed=1)
     assert implicit_section(result.stdout.str()) == [], result.stdout.str()
@@ -763,15 +766,9 @@ def test_unknown_mode_is_a_usage_error(
     pytester: pytest.Pytester, local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     pytester.makepyfile("def test_nothing():\n    pass\n")
-    args = []
-    if where == "option":
-        args.append("--hf-implicit=bogus")
-    elif where == "ini":
-        pytester.makeini("[pytest]\nhf_implicit = bogus\n")
-    else:
-        monkeypatch.setenv("HFSNAPSHOT_IMPLICIT", "bogus")
+    mode = implicit_mode(pytester, monkeypatch, where, "bogus")
 
-    result = run(pytester, local_hub, *args)
+    result = run(pytester, local_hub, *mode)
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     output = result.stdout.str() + result.stderr.str()
