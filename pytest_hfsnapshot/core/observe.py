@@ -331,7 +331,7 @@ class Observer:
         if busy():
             return result
         bound = _bind(original, args, kwargs)
-        if bound is None:
+        if bound is None or "repo_id" not in bound or "filename" not in bound:
             return result
         repo_id, filename = str(bound["repo_id"]), str(bound["filename"])
         repo_type = str(bound.get("repo_type") or "model")
@@ -499,9 +499,9 @@ def _json_list(response: Any) -> list[Any]:
 
 def _commit_of(path: str) -> str | None:
     """The commit of a path ``.../snapshots/<commit>/...`` of the cache."""
-    parts = Path(path).parts
-    for index, part in enumerate(parts[:-1]):
-        if part == "snapshots" and index + 1 < len(parts) and is_commit(parts[index + 1]):
+    parts = os.fspath(path).split(os.sep)
+    for index in range(len(parts) - 2, -1, -1):
+        if parts[index] == "snapshots" and is_commit(parts[index + 1]):
             return parts[index + 1]
     return None
 
@@ -537,15 +537,16 @@ def _identity(path: str) -> tuple[int, int, int] | None:
 
 
 @functools.lru_cache(maxsize=16)
-def _signature(function: Callable[..., Any]) -> inspect.Signature:
-    return inspect.signature(function)
+def _parameters(function: Callable[..., Any]) -> tuple[str, ...]:
+    return tuple(inspect.signature(function).parameters)
 
 
 def _bind(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    try:
-        return dict(_signature(function).bind(*args, **kwargs).arguments)
-    except TypeError:
+    """The call's arguments by name (a hook's hot path: no ``Signature.bind``); None when they do not fit."""
+    names = _parameters(function)
+    if len(args) > len(names) or any(name in kwargs for name in names[: len(args)]):
         return None
+    return {**dict(zip(names, args, strict=False)), **kwargs}
 
 
 def _resolve_url(repo_type: str, repo_id: str, revision: str, path: str) -> str:
