@@ -422,6 +422,24 @@ def test_off_observes_reports_and_records_nothing(
     assert not pins_file.exists() or implicit_entries(pins_file) == {}
 
 
+def test_hf_file_system_reads_are_recorded(pytester: pytest.Pytester, local_hub: LocalHub, baseline: Baseline) -> None:
+    commits = filled_hub(local_hub, baseline)
+    pytester.makepyfile(
+        test_fs=f"""
+        from huggingface_hub import HfFileSystem
+
+        def test_read():
+            assert HfFileSystem().read_text("{WORD}/config.json").startswith("{{")
+        """
+    )
+
+    result = run(pytester, local_hub, "--hf-pins=pins.json", "--hf-update-pins")
+
+    result.assert_outcomes(passed=1)
+    entry = implicit_entries(pytester.path / "pins.json")[key(WORD)]
+    assert entry["commit"] == commits[key(WORD)] and "config.json" in entry["files"], entry
+
+
 # --- prefetch and offline runs ------------------------------------------------------------------------
 
 
