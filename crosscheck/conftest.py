@@ -43,8 +43,8 @@ def _unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def olah_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def usable_olah_cli() -> str:
+    """The ``olah-cli`` to run; skips (fails when ``CI`` is set) when it or git is missing."""
     if shutil.which("git") is None:
         _unavailable("git is not installed: olah serves git repos")
     olah_cli = find_olah_cli()
@@ -53,6 +53,12 @@ def olah_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             f"olah-cli not found (OLAH_CLI={os.environ.get('OLAH_CLI', '<unset>')}): "
             "run crosscheck/setup_olah.sh, or set OLAH_CLI to an olah-cli executable"
         )
+    return olah_cli
+
+
+@pytest.fixture(scope="session")
+def olah_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    olah_cli = usable_olah_cli()
     workdir = tmp_path_factory.mktemp("olah")
     mirrors = workdir / "mirrors"
     commits = {repo.repo_id: gitmirror.build(mirrors, repo) for repo in REPOS}

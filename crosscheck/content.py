@@ -8,8 +8,11 @@ on both servers: LocalHub by its rule, the git mirror as a git-lfs pointer.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import random
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pytest_hfsnapshot.testing.hub import is_lfs as local_hub_is_lfs
 
@@ -104,3 +107,15 @@ DATASET = Repo(
 )
 
 REPOS = (MODEL, DATASET)
+
+
+def peer_repos() -> tuple[Repo, ...]:
+    """``tests/peers/repos.py``'s repos, each one commit on ``main`` labelled ``main``, in its order.
+
+    Loaded by path (the tests are no package); it needs numpy, safetensors and tokenizers."""
+    spec = importlib.util.spec_from_file_location("peer_repos", Path(__file__).parent.parent / "tests/peers/repos.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))  # dataclasses look it up
+    if not hasattr(module, "peer_repos"):
+        spec.loader.exec_module(module)
+    return tuple(Repo(r.repo_id, r.repo_type, (Commit("main", r.files),)) for r in module.peer_repos())
