@@ -86,7 +86,7 @@ def test_a_layer_on_a_read_only_bind_mount_is_checked_and_nothing_is_written(
     assert done.returncode == 2 and "--repair and --prune-unused need --cache-dir" in done.stderr, done.stderr
 
 
-@pytest.mark.transports("xet", "http")
+@ALL
 @LINKS
 def test_a_layer_through_an_rclone_mount_is_read_by_records_and_blob_names(
     local_hub: LocalHub, prefetched: Prefetched, s3_layer: S3Layer, links: bool, tmp_path: Path
@@ -140,7 +140,7 @@ os._exit(0)
 """
 
 
-@pytest.mark.transports("xet", "http")
+@ALL
 def test_a_live_holder_in_another_process_is_never_disturbed(local_hub: LocalHub, tmp_path: Path) -> None:
     assert local_hub.cache_dir is not None
     cache = local_hub.cache_dir
