@@ -12,6 +12,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -304,6 +306,24 @@ def test_materialize_records_each_use_with_the_using_process_clock(local_hub: Lo
     assert last is not None and before - 1 <= last <= time.time() + 1
     usage.record_use(local_hub.cache_dir, "model", "org/used", commit, when=last - DAY)
     assert usage.last_use(repo, commit) == last, "an older use moved the last one back"
+
+
+def test_a_use_known_by_repo_and_commit_alone_is_recorded_once_per_throttle(tmp_path: Path) -> None:
+    # An implicit load knows (repo_type, repo_id, commit) and no Snapshot: record_use takes just that.
+    commit = "a" * 40
+    repo = RepoCache(tmp_path, "org/implicit", "dataset")
+    usage.record_use(tmp_path, "dataset", "org/implicit", commit)
+    first = usage.last_use(repo, commit)
+    assert first is not None and abs(first - time.time()) < 60
+    os.utime(repo.usage_path(commit), (first - DAY, first - DAY))
+    usage.record_use(tmp_path, "dataset", "org/implicit", commit)
+    assert usage.last_use(repo, commit) == first - DAY, "recorded again within the throttle"
+    another = "import sys; from pytest_hfsnapshot.core import usage; usage.record_use(*sys.argv[1:])"
+    subprocess.run(
+        [sys.executable, "-c", another, str(tmp_path), "dataset", "org/implicit", commit], check=True, timeout=60
+    )
+    last = usage.last_use(repo, commit)
+    assert last is not None and last >= first, "another process's use was not recorded"
 
 
 def test_another_hosts_lease_is_stale_only_once_unrenewed_past_its_length(
