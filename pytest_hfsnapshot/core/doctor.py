@@ -32,12 +32,10 @@ from typing import Any, TextIO
 
 from ..errors import HfSnapshotError, InvalidRequestError
 from ..request import is_commit, repo_path
-from . import listing as listing_mod
 from . import state, usage
 from .formats import count, human_size
 from .layers import DEAD_ERRNOS
 from .layout import INCOMPLETE_RE, OWN_DIR, STORE_DIR, XET_HASH_RE, RepoCache, repo_folder_name, repo_of_folder
-from .locking import read_marker
 from .verify import Entry, ExpectedFile, Problem, ProblemKind, check_file, linked_blob_name, read_buffer
 
 #: The problem kinds, in the order a report lists them.
@@ -356,12 +354,10 @@ class _Scanner:
         for name in names:
             if wanted is not None and name not in wanted:
                 continue
-            found = repo_of_folder(name)
-            assert found is not None
+            repo = RepoCache.of_folder(self.root, name)
+            assert repo is not None
             if not stat.S_ISDIR(_lstat_mode(self.root / name)):
                 continue
-            repo_type, repo_id = found
-            repo = RepoCache(self.root, repo_id, repo_type)
             state_ = RepoState(repo, {}, {}, set(), {})
             self.report.repos[name] = state_
             self._scan_repo(state_)
@@ -752,6 +748,11 @@ class _Scanner:
         ``gone_host``: a host whose lease on the repo ran out, so its markers of the repo's files are
         stale too (what a new holder of the lease would clear).
         """
+        with contextlib.suppress(OSError):
+            if os.lstat(path).st_size == 0:
+                return None  # an empty lock file names no holder: no need to load the locks (filelock)
+        from .locking import read_marker
+
         marker = read_marker(path)
         if marker is None:
             return None
@@ -878,6 +879,8 @@ def _alive(pid: int) -> bool:
 def _lock_held(path: Path, now: float) -> bool:
     """Whether a live process holds huggingface_hub's lock file ``path`` (a flock, or a marker), probed
     without creating or changing anything."""
+    from .locking import read_marker
+
     marker = read_marker(path)
     if marker is not None:
         return holder_gone(marker, now) is None
@@ -1022,8 +1025,14 @@ def _parsed(repo: RepoCache, raw: dict[str, dict[str, Any]] | None) -> dict[str,
     """Listing entries parsed (see :func:`~pytest_hfsnapshot.core.listing.parse`); None when one cannot be trusted."""
     if raw is None:
         return None
+    if not raw:
+        return {}
+    # Imported here: the listing module brings the engine and the client's API, which a scan of a cache
+    # the plugin recorded never needs.
+    from . import listing
+
     try:
-        return listing_mod.parse(repo, raw)
+        return listing.parse(repo, raw)
     except (HfSnapshotError, KeyError, TypeError, ValueError):
         return None
 

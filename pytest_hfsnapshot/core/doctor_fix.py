@@ -27,9 +27,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
-
-from filelock import FileLock, Timeout
+from typing import TYPE_CHECKING, Any
 
 from ..errors import HfSnapshotError, InvalidRequestError, LockTimeoutError
 from ..request import SnapshotRequest, is_commit, repo_path
@@ -38,9 +36,13 @@ from . import outage, state, usage
 from .doctor import Finding, Report, RepoState, holder_gone, list_names, scan, walk_entries
 from .formats import count, human_size
 from .layout import RepoCache, read_json, repo_of_folder, store_file
-from .locking import RepoLock, describe_holder, read_marker
-from .repair import Repairer
 from .verify import linked_blob_name
+
+if TYPE_CHECKING:
+    from filelock import FileLock
+
+# The locks (filelock) and the engine's repair are imported where they are used: a check alone, the
+# command's common case, needs neither.
 
 #: Blob locks held at once while a repo's unused blobs are removed (each is a file descriptor).
 _BATCH = 256
@@ -147,6 +149,7 @@ def _fix_ref(root: Path, finding: Finding, lock_timeout: float, session: str) ->
     """Point a bad ref at the commit the Hub says its branch or tag names now (one revision request,
     retried as the engine retries it), under the repo's lock."""
     from .engine import resolve_revision
+    from .locking import RepoLock
 
     repo = RepoCache(root, finding.repo_id, finding.repo_type)
     try:
@@ -213,6 +216,8 @@ def _requests_for(repo: RepoCache, commit: str, paths: set[str]) -> list[Snapsho
 def remove_debris(report: Report, *, now: float, lock_timeout: float) -> list[Action]:
     """Remove the lock markers whose holder is gone, the unfinished downloads nobody writes, and the
     blobs nothing uses, that ``report`` found (each checked again under its lock)."""
+    from .repair import Repairer
+
     actions = [
         _remove_marker(Path(f.where), f, now)
         for f in report.findings
@@ -247,6 +252,8 @@ def _remove_marker(path: Path, finding: Finding, now: float) -> Action:
     It is renamed aside first: when what was renamed is not the marker judged (a new holder took the
     lock in between), it is put back, unless yet another marker is there by then.
     """
+    from .locking import read_marker
+
     marker = read_marker(path)
     if marker is None or holder_gone(marker, now) is None:
         return Action("skipped", finding.label, f"{finding.path}: taken by a live holder since the scan")
@@ -268,6 +275,10 @@ def _remove_marker(path: Path, finding: Finding, now: float) -> Action:
 def remove_unused_blobs(repo: RepoCache, names: Sequence[str], *, lock_timeout: float) -> list[Action]:
     """Remove the repo's blobs among ``names`` that nothing uses, each under the client's lock of that
     blob, checked again once the locks are held (the client links a blob only under its lock)."""
+    from filelock import Timeout
+
+    from .repair import Repairer
+
     label = repo_path(repo.repo_id, repo.repo_type)
     repairer = Repairer(repo, label, lock_timeout=lock_timeout)
     actions = []
@@ -338,6 +349,8 @@ def _unlink_blob(repo: RepoCache, name: str, lock_timeout: float) -> int | None:
 def remove_store_files(root: Path, names: Iterable[str]) -> list[Action]:
     """Remove shared-store files that no repo blob links to, each under the store entry's lock, checked
     there against its manifest (the client adds a line there before it links a repo blob)."""
+    from filelock import Timeout
+
     actions = []
     for xet in names:
         store = store_file(root, xet)
@@ -363,6 +376,8 @@ def remove_store_files(root: Path, names: Iterable[str]) -> list[Action]:
 
 def _store_lock(store: Path, timeout: float) -> FileLock:
     # The client's lock of a store entry, in its mode: every user of a shared cache takes it.
+    from filelock import FileLock
+
     return FileLock(str(store.with_name(f"{store.name}.lock")), mode=0o666, timeout=timeout, is_singleton=False)
 
 
@@ -437,6 +452,8 @@ def prune(
 ) -> list[Action]:
     """Remove the ``stale`` snapshots (each repo under its lock, a busy repo left alone), then every blob
     nothing uses any more; with ``dry_run``, only say what would go."""
+    from .locking import RepoLock, describe_holder
+
     cutoff = now - days * 86400
     actions: list[Action] = []
     if dry_run:

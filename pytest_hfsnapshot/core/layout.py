@@ -141,17 +141,31 @@ class RepoCache:
     A read-only layer is read with the same layout, by file names alone (:meth:`bytes_in`).
     """
 
-    def __init__(self, cache_dir: str | os.PathLike[str], repo_id: str, repo_type: str) -> None:
+    def __init__(
+        self, cache_dir: str | os.PathLike[str], repo_id: str, repo_type: str, *, folder_name: str | None = None
+    ) -> None:
         self.cache_dir = Path(cache_dir).expanduser().resolve()
         self.repo_id = repo_id
         self.repo_type = repo_type
-        self.folder_name = repo_folder_name(repo_id, repo_type)
+        # A name already known (read from a cache, or of the same repo) saves importing the client's
+        # download module, which a scan of the cache (the doctor) never needs otherwise.
+        self.folder_name = repo_folder_name(repo_id, repo_type) if folder_name is None else folder_name
         self.root = self.cache_dir / self.folder_name
         self.blobs = self.root / "blobs"
 
+    @classmethod
+    def of_folder(cls, cache_dir: str | os.PathLike[str], folder_name: str) -> RepoCache | None:
+        """The repo whose folder in ``cache_dir`` is named ``folder_name`` (as read from the cache), or
+        None when that is not a repo folder's name (see :func:`repo_of_folder`)."""
+        found = repo_of_folder(folder_name)
+        if found is None:
+            return None
+        repo_type, repo_id = found
+        return cls(cache_dir, repo_id, repo_type, folder_name=folder_name)
+
     def in_cache(self, cache_dir: str | os.PathLike[str]) -> RepoCache:
         """The same repo in another cache folder (a read-only layer: only ever read through it)."""
-        return RepoCache(cache_dir, self.repo_id, self.repo_type)
+        return RepoCache(cache_dir, self.repo_id, self.repo_type, folder_name=self.folder_name)
 
     # --- huggingface_hub's own layout ---------------------------------------------------------
 
