@@ -450,7 +450,9 @@ class _Scanner:
         if not stat.S_ISREG(_lstat_mode(repo.tree_cache(commit))):
             return None
         try:
-            return repo.read_listing_cache(commit)
+            # The disk as it is, read by hand in the known format (no client module, no in-memory copy);
+            # through the client's own code otherwise (a format of another release).
+            return repo.read_listing_file(commit) or repo.read_listing_cache(commit)
         except OSError as error:
             self._dead(error)
             return None

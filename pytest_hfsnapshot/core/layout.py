@@ -43,8 +43,8 @@ XET_HASH_RE = re.compile(r"[0-9a-f]{64}")
 # What a file name of ours keeps of an endpoint URL: the rest becomes "_".
 _UNSAFE_IN_NAME_RE = re.compile(r"[^A-Za-z0-9.-]+")
 INCOMPLETE_RE = re.compile(r"^(?P<etag>[^.]+)(?:\.[0-9a-f]{8})?\.incomplete$")
-#: ``format_version`` of ``trees/<commit>.json`` in huggingface_hub 1.33 to 2.4 (used only where the
-#: client's own tree-cache code cannot be reached).
+#: ``format_version`` of ``trees/<commit>.json`` in huggingface_hub 1.33 to 2.4 (used where the
+#: client's own tree-cache code cannot be reached, and by ``doctor``'s read of the disk).
 TREE_CACHE_FORMAT = 1
 #: The mode of the refs and JSON files we write (what ``tempfile.mkstemp`` gave them from the start).
 PRIVATE_MODE = 0o600
@@ -323,11 +323,26 @@ class RepoCache:
         client = client_listing_cache()
         if client is not None:
             return client.read(self.root, commit)
+        return self.read_listing_file(commit)
+
+    def read_listing_file(self, commit: str) -> dict[str, dict[str, Any]] | None:
+        """``trees/<commit>.json`` read from disk by hand, in the format huggingface_hub 1.33 to 2.4 write,
+        or None (absent, a planted link, unreadable, another format, an entry that is not an object).
+
+        What a check of the disk reads (``doctor``): the client's tree-cache module loads its HTTP stack,
+        and its in-memory copy may differ from the disk. Another format is read with
+        :meth:`read_listing_cache`.
+        """
+        path = self.tree_cache(commit)
+        if path.is_symlink() or not is_within(path.parent, self.root):
+            return None
         data = read_json(path)
         if not isinstance(data, dict) or data.get("format_version") != TREE_CACHE_FORMAT:
             return None
         files = data.get("files")
-        return files if isinstance(files, dict) else None
+        if not isinstance(files, dict) or not all(isinstance(info, dict) for info in files.values()):
+            return None
+        return files
 
     def write_listing_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
         """Store a listing where and as the client keeps it (``xet_hash`` included), so that it
