@@ -2,10 +2,13 @@
 ``python -m bench.doctor_bench [--quick] [--pairs N]``.
 
 1. ``doctor --sha256`` on a cache of at least 2 GiB in several repos (``--quick``: 64 MiB) against
-   ``sha256sum`` over the same files with the same parallelism (``xargs -P <cores>``);
-2. ``doctor`` without ``--sha256`` on 10,000 files (``--quick``: 1,000) against a stat walk of the
-   same snapshots (``find -L ... -printf``), as commands; and in one process, ``doctor.scan``
-   against ``os.stat`` of every snapshot entry;
+   ``sha256sum`` over the same files with the same parallelism (``xargs -P <cores>``), and against
+   ``openssl dgst -sha256`` the same way (the hash code Python's hashlib uses);
+2. ``doctor`` without ``--sha256`` on 10,000 files (``--quick``: 1,000) against a stat walk, each a
+   process started from nothing (the interpreter's start counted on both sides): a Python walk that
+   stats every entry of the cache folder (what the doctor reads: snapshots, blobs, locks, records,
+   listings), the target's comparison; a Python walk of the snapshots alone; ``find -L`` of the
+   snapshots; and in one process, ``doctor.scan`` against ``os.stat`` of every snapshot entry;
 3. ``hf cache verify`` of every repo (online, against the local Hub), for the record.
 
 The caches are made by huggingface_hub through ``materialize`` from a local Hub (plain HTTP), in a
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +38,14 @@ from pytest_hfsnapshot.testing.hub import LocalHub
 
 GIB = 1 << 30
 MIB = 1 << 20
+#: A stat walk as a process: ``os.stat`` (links followed) of every entry below each folder given.
+WALK = """
+import os, sys
+for top in sys.argv[1:]:
+    for dirpath, _, names in os.walk(top):
+        for name in names:
+            os.stat(os.path.join(dirpath, name))
+"""
 
 
 def cores() -> int:
@@ -132,11 +144,28 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(show("doctor --sha256 / sha256sum with xargs -P", abba(sha256sum, doctor_sha, options.pairs),
                        abba(sha256sum, sha256sum, options.pairs)))  # fmt: skip
+            if shutil.which("openssl"):
+                openssl = command(
+                    f"find {blobs} -path '*/blobs/*' -type f ! -name '*.incomplete' -print0 "
+                    f"| xargs -0 -P {workers} -n 1 openssl dgst -sha256 > /dev/null"
+                )
+                print(show("doctor --sha256 / openssl dgst -sha256 with xargs -P",
+                           abba(openssl, doctor_sha, options.pairs),
+                           abba(openssl, openssl, options.pairs)))  # fmt: skip
             hashed = walls(doctor_sha, 3)
             print(f"  doctor --sha256 alone: median {statistics.median(hashed):.2f}s for {weights / MIB:.0f} MiB")
 
             doctor_stat = command([*python, "--cache-dir", str(many)])
-            snapshots = " ".join(shlex.quote(str(p)) for p in sorted(many.glob("models--*/snapshots")))
+            walk_cache = command([sys.executable, "-c", WALK, str(many)])
+            print(show("doctor (sizes) / Python stat walk of the whole cache, as processes",
+                       abba(walk_cache, doctor_stat, options.pairs),
+                       abba(walk_cache, walk_cache, options.pairs)))  # fmt: skip
+            folders = [str(p) for p in sorted(many.glob("models--*/snapshots"))]
+            walk_snapshots = command([sys.executable, "-c", WALK, *folders])
+            print(show("doctor (sizes) / Python stat walk of the snapshots, as processes",
+                       abba(walk_snapshots, doctor_stat, options.pairs),
+                       abba(walk_snapshots, walk_snapshots, options.pairs)))  # fmt: skip
+            snapshots = " ".join(shlex.quote(folder) for folder in folders)
             find = command(f"find -L {snapshots} -type f -printf '%s\\n' > /dev/null")
             print(show("doctor (sizes) / find -L, as commands", abba(find, doctor_stat, options.pairs),
                        abba(find, find, options.pairs)))  # fmt: skip
