@@ -1056,9 +1056,10 @@ def _names_below(folder: str, prefix: str = "") -> list[str]:
 
 
 def _entries(folder: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
+    """The entries of ``folder`` in the order the filesystem gives (the report sorts its findings)."""
     try:
         with os.scandir(folder) as entries:
-            return sorted(entries, key=lambda e: e.name)
+            return list(entries)
     except (FileNotFoundError, NotADirectoryError):
         return []
 
