@@ -221,6 +221,33 @@ def test_with_only_the_clients_listing_the_files_present_are_checked(
     assert "1 snapshot unverifiable (no listing: not checked)" in text and "healthy" in text, text
 
 
+#: A check in a process of its own: its exit code, then what it loaded that a check of a cache the plugin
+#: recorded does not need.
+CHECK_ALONE = """
+import sys
+from pytest_hfsnapshot.cli import main
+code = main(["doctor", "--cache-dir", sys.argv[1]])
+heavy = ("huggingface_hub.hf_api", "huggingface_hub.file_download", "filelock", "httpx", "httpx2")
+print(code, sorted(name for name in heavy if name in sys.modules))
+"""
+
+
+@pytest.mark.transports("xet", "http")
+def test_a_check_reads_the_cache_as_it_is_on_disk_without_the_clients_http_stack(local_hub: LocalHub) -> None:
+    assert local_hub.cache_dir is not None
+    commit = local_hub.add_repo("org/plain", repo_files(31))
+    materialize("org/plain")
+    repo = RepoCache.of_folder(local_hub.cache_dir, "models--org--plain")
+    assert repo is not None and repo.root == RepoCache(local_hub.cache_dir, "org/plain", "model").root
+    assert RepoCache.of_folder(local_hub.cache_dir, "blobs") is None
+    assert repo.read_listing_file(commit) == repo.read_listing_cache(commit) != {}
+
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_ALONE, str(local_hub.cache_dir)], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.splitlines()[-1] == "0 []", done.stdout + done.stderr
+
+
 @pytest.mark.transports("xet", "http")
 def test_blobs_no_snapshot_uses_are_reclaimable_and_repair_removes_them(
     local_hub: LocalHub, capsys: pytest.CaptureFixture[str], transport: str
