@@ -108,6 +108,33 @@ def test_a_layer_through_an_rclone_mount_is_read_by_records_and_blob_names(
     assert not writable.exists(), "the doctor wrote into HF_HUB_CACHE"
 
 
+#: A check in a process of its own: its exit code, then what it loaded that a check of a cache the plugin
+#: recorded does not need.
+CHECK_ALONE = """
+import sys
+from pytest_hfsnapshot.cli import main
+code = main(["doctor", "--cache-dir", sys.argv[1]])
+heavy = ("huggingface_hub.hf_api", "huggingface_hub.file_download", "filelock", "httpx", "httpx2")
+print(code, sorted(name for name in heavy if name in sys.modules))
+"""
+
+
+@ALL
+def test_a_check_reads_the_cache_as_it_is_on_disk_without_the_clients_http_stack(local_hub: LocalHub) -> None:
+    assert local_hub.cache_dir is not None
+    commit = local_hub.add_repo("org/plain", repo_files(31))
+    materialize("org/plain")
+    repo = RepoCache.of_folder(local_hub.cache_dir, "models--org--plain")
+    assert repo is not None and repo.root == RepoCache(local_hub.cache_dir, "org/plain", "model").root
+    assert RepoCache.of_folder(local_hub.cache_dir, "blobs") is None
+    assert repo.read_listing_file(commit) == repo.read_listing_cache(commit) != {}
+
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_ALONE, str(local_hub.cache_dir)], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.splitlines()[-1] == "0 []", done.stdout + done.stderr
+
+
 #: A process at work in the cache: it holds the plugin's repo lock, huggingface_hub's lock of one blob
 #: while it writes that blob's ``.incomplete`` file, and a lock marker of another blob not locked before
 #: (as the client locks blobs where flock fails); it lets go once the file ``release`` exists.
