@@ -738,9 +738,14 @@ class _Scanner:
             gone_host = self._stale_lease_hosts.get(folder_name)
             for entry in _entries(locks / folder_name):
                 # Where flock works the client's lock files are empty: only a marker names a holder.
-                with contextlib.suppress(OSError):
-                    if entry.name.endswith(".lock") and entry.stat(follow_symlinks=False).st_size:
-                        self._judge_marker(Path(entry.path), "stale-lock", found[1], found[0], gone_host)
+                if not entry.name.endswith(".lock"):
+                    continue
+                try:
+                    size = entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+                if size:
+                    self._judge_marker(Path(entry.path), "stale-lock", found[1], found[0], gone_host)
 
     def _judge_marker(
         self, path: Path, kind: str, repo_id: str, repo_type: str, gone_host: str | None = None
