@@ -20,6 +20,37 @@ if TYPE_CHECKING:
 PROG = "pytest-hfsnapshot"
 
 
+def add_knob_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The flags of ``command`` for the knobs that reach it (:data:`pytest_hfsnapshot.settings.KNOBS`)."""
+    from .settings import KNOBS, Choice, Count, Folders, Knob, Seconds, Switch
+
+    def typed(option: Knob) -> Callable[[str], object]:
+        def parse(text: str) -> object:
+            try:
+                return option.kind.parse(text, Path.cwd())
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"invalid value {text!r}; use {option.kind.use}") from None
+
+        return parse
+
+    for option in KNOBS:
+        if command not in option.cli:
+            continue
+        kwargs: dict[str, object] = {"dest": option.name, "help": option.cli_help or option.full_help}
+        kind = option.kind
+        if isinstance(kind, Switch):
+            kwargs.update(action="store_false" if kind.inverted else "store_true", default=kind.inverted)
+        elif isinstance(kind, Choice):
+            kwargs.update(choices=option.cli_choices or kind.values, default=option.unset)
+        elif isinstance(kind, Folders):
+            kwargs.update(action="append", metavar=kind.metavar)
+        elif isinstance(kind, Count | Seconds):
+            kwargs.update(type=typed(option), default=option.unset, metavar=kind.metavar)
+        else:
+            kwargs.update(metavar=kind.metavar)
+        parser.add_argument(option.cli_flag(), **kwargs)  # type: ignore[arg-type]
+
+
 def prefetch_command(args: Sequence[str]) -> int:
     """``prefetch [pytest arguments]`` or ``prefetch --repo SPEC [--repo SPEC ...] [options]``."""
     if list(args) in (["-h"], ["--help"]):
@@ -34,7 +65,6 @@ def prefetch_command(args: Sequence[str]) -> int:
 
 def _prefetch_parser() -> argparse.ArgumentParser:
     from .core.prefetch import DEFAULT_WORKERS
-    from .settings import AUTH_ACTIONS, DEFAULT_AUTH_ACTION, DEFAULT_VERIFY, VERIFY_MODES
 
     parser = argparse.ArgumentParser(
         prog=f"{PROG} prefetch",
@@ -50,12 +80,6 @@ def _prefetch_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
-        "--pins",
-        metavar="PATH",
-        help="a pin file: its branches and tags resolve to their pinned commits, and its entries with files "
-        "(implicit uses recorded by --hf-update-pins) are fetched",
-    )
-    parser.add_argument(
         "--repo",
         action="append",
         default=[],
@@ -63,36 +87,7 @@ def _prefetch_parser() -> argparse.ArgumentParser:
         help='org/name[@revision], datasets/org/name[@revision], or a JSON object such as \'{"repo_id": '
         '"org/name", "allow_patterns": ["*.json"]}\'; repeat for more',
     )
-    parser.add_argument("--manifest", metavar="PATH", help="write the JSON manifest of the snapshots to PATH")
-    parser.add_argument("--cache-dir", metavar="PATH", help="huggingface_hub cache folder (default: HF_HUB_CACHE)")
-    parser.add_argument(
-        "--cache-layer",
-        action="append",
-        metavar="PATH",
-        help="a read-only huggingface_hub cache searched before anything is fetched into the cache folder; "
-        "what it holds is linked, not fetched; repeat for more, searched in order "
-        "(default: the paths in HFSNAPSHOT_CACHE_LAYERS, separated by os.pathsep)",
-    )
-    parser.add_argument("--offline", action="store_true", help="make no network request; check the cache only")
-    parser.add_argument(
-        "--verify",
-        choices=VERIFY_MODES,
-        default=DEFAULT_VERIFY,
-        help=f"how cached files are re-checked (default {DEFAULT_VERIFY})",
-    )
-    parser.add_argument(
-        "--on-auth-error",
-        # Without pytest there is no test to xfail.
-        choices=[action for action in AUTH_ACTIONS if action != "xfail"],
-        default=DEFAULT_AUTH_ACTION,
-        help=f"repos the Hub refuses are listed; fail makes them fail the command too (default {DEFAULT_AUTH_ACTION})",
-    )
-    parser.add_argument(
-        "--no-space-check",
-        action="store_true",
-        help="do not refuse, before transferring, snapshots the cache's free space cannot take "
-        "(for filesystems whose free space means nothing)",
-    )
+    add_knob_flags(parser, "prefetch")
     parser.add_argument(
         "--workers", type=int, default=DEFAULT_WORKERS, help=f"repos fetched at once (default {DEFAULT_WORKERS})"
     )
@@ -144,8 +139,8 @@ def _prefetch_repos(args: Sequence[str]) -> int:
             verify=options.verify,
             offline=True if options.offline else None,
             session=session,
-            space_check=not options.no_space_check,
-            cache_layers=options.cache_layer or env_layers(),
+            space_check=options.space_check,
+            cache_layers=options.cache_layers or env_layers(),
             pins=pin_file.path if pin_file is not None else None,
         )
         open_layers(layer_roots(settings), cache_dir=Path(cache_dir), session=session)
@@ -160,7 +155,7 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     def plan(request: SnapshotRequest) -> Need:
         return plan_request(request, settings)
 
-    checked = not (options.offline or options.no_space_check or constants.HF_HUB_OFFLINE)
+    checked = options.space_check and not (options.offline or constants.HF_HUB_OFFLINE)
     display = stream_display(sys.stdout)
     try:
         with gate.for_call(cache_dir, DEFAULT_MAX_RATE_WAIT):  # no session: its windows go at the end
@@ -182,8 +177,6 @@ def _prefetch_repos(args: Sequence[str]) -> int:
 
 def pins_command(args: Sequence[str]) -> int:
     """``pins check PATH`` / ``pins update PATH``: has any pinned branch or tag moved on the Hub?"""
-    from .settings import DEFAULT_RETRIES
-
     parser = argparse.ArgumentParser(
         prog=f"{PROG} pins",
         description=(
@@ -195,15 +188,8 @@ def pins_command(args: Sequence[str]) -> int:
     )
     parser.add_argument("action", choices=("check", "update"), help="check: report only; update: rewrite the file")
     parser.add_argument("path", metavar="PATH", help="the pin file (a manifest is one too)")
-    parser.add_argument(
-        "--retries",
-        type=int,
-        default=DEFAULT_RETRIES,
-        help=f"retries for transient Hub errors, per pin (default {DEFAULT_RETRIES})",
-    )
+    add_knob_flags(parser, "pins")
     options = parser.parse_args(args)
-    if options.retries < 0:
-        parser.error(f"--retries must be at least 0, got {options.retries}")
     return _pins(options.action, os.path.abspath(options.path), options.retries)
 
 

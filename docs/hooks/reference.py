@@ -1,10 +1,10 @@
 """MkDocs hook: the reference tables, generated from the code at build time.
 
 A page asks for a table with a line ``<!-- generated: NAME -->``; NAME is one of :data:`TABLES`.
-The tables come from the plugin's own option table (``pytest_hfsnapshot.plugin.options.OPTIONS``,
-what ``pytest --help`` shows), from the markers pytest reports (``pytest --markers``), and from
-the command line's own ``--help``. So the manual cannot list an option, a default or a command
-that the code does not have, nor miss one it has.
+The tables come from the one table of knobs (``pytest_hfsnapshot.settings.KNOBS``: what
+``pytest --help``, the command line and ``materialize`` take), from the markers pytest reports
+(``pytest --markers``), and from the command line's own ``--help``. So the manual cannot list an
+option, a default or a command that the code does not have, nor miss one it has.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 
 from pytest_hfsnapshot import cli
 from pytest_hfsnapshot.core.locking import MODE_ENV
-from pytest_hfsnapshot.plugin.options import OPTIONS, OptionSpec
+from pytest_hfsnapshot.plugin.options import OPTIONS
+from pytest_hfsnapshot.settings import KNOBS, Knob
 
 _PLACEHOLDER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
 
@@ -30,7 +31,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _flag(option: OptionSpec) -> str:
+def _flag(option: Knob) -> str:
     if option.flag is None:
         return "(ini only)"
     if option.ini_type == "bool":
@@ -45,7 +46,7 @@ def options_table() -> str:
     for option in OPTIONS:
         env = f" Environment: `{option.env}`." if option.env else ""
         rows.append(
-            f"| {_flag(option)}<br>`{option.ini}` | {_cell(option.shown_default)} | {_cell(option.help)}.{env} |"
+            f"| {_flag(option)}<br>`{option.ini}` | {_cell(option.shown_default)} | {_cell(option.full_help)}.{env} |"
         )
     return "\n".join(rows)
 
@@ -71,10 +72,27 @@ def environment_table() -> str:
     for option in OPTIONS:
         if option.env:
             what = option.flag or option.ini
-            meaning = f"stands in for `{what}` when that is not given: {_cell(option.help)}"
+            meaning = f"stands in for `{what}` when that is not given: {_cell(option.full_help)}"
             rows.append(f"| `{option.env}` | unset | {meaning} |")
     for name, default, meaning in _OTHER_ENVIRONMENT:
         rows.append(f"| `{name}` | {default} | {meaning} |")
+    return "\n".join(rows)
+
+
+def fronts_table() -> str:
+    """Each knob on every front end: the pytest option, the environment, the command line, ``materialize``."""
+    rows = [
+        "| knob | pytest option, ini key | environment | command line | `materialize` keyword | default |",
+        "|---|---|---|---|---|---|",
+    ]
+    for option in KNOBS:
+        pytest_cell = f"`{option.flag}`<br>`{option.ini}`" if option.flag else (f"`{option.ini}`" if option.ini else "")
+        cli_cell = "<br>".join(f"`{c} {option.cli_flag()}`" for c in option.cli)
+        keyword = f"`{option.name}=`" if option.keyword else ""
+        env = f"`{option.env}`" if option.env else ""
+        rows.append(
+            f"| {option.name} | {pytest_cell} | {env} | {cli_cell} | {keyword} | {_cell(option.shown_default)} |"
+        )
     return "\n".join(rows)
 
 
@@ -139,6 +157,7 @@ def cli_help() -> str:
 TABLES: dict[str, Callable[[], str]] = {
     "options": options_table,
     "environment": environment_table,
+    "fronts": fronts_table,
     "markers": markers_table,
     "cli": cli_help,
 }

@@ -19,22 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import AuthError, HfSnapshotError, InvalidRequestError, LockLostError
-from ..request import RequestKeywords, SnapshotRequest
-from ..settings import (
-    DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_MAX_RATE_WAIT,
-    DEFAULT_RETRIES,
-    DEFAULT_VERIFY,
-    Settings,
-    VerifyMode,
-)
+from ..request import SnapshotRequest
+from ..settings import Settings, takes_knobs
 from ..snapshot import Snapshot, Source
 from . import cache_only, error_builders, fetch, gate, layers, listing, record, resolve, retry, space, state
 from .call import Call
@@ -43,68 +34,22 @@ from .layers import LAYERS_ENV, env_layers, layer_roots, open_layers
 from .locking import HeldCheck, RepoLock
 from .retry import Retrier
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
 log = logging.getLogger("pytest_hfsnapshot")
 
 
-def materialize(
-    repo_id: str,
-    *,
-    cache_dir: str | os.PathLike[str] | None = None,
-    verify: VerifyMode = DEFAULT_VERIFY,
-    retries: int = DEFAULT_RETRIES,
-    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-    offline: bool | None = None,
-    strict: bool = False,
-    session: str | None = None,
-    token: str | bool | None = None,
-    space_check: bool = True,
-    max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
-    pins: str | os.PathLike[str] | None = None,
-    cache_layers: Sequence[str | os.PathLike[str]] = (),
-    lock_lease: float | None = None,
-    **keywords: Unpack[RequestKeywords],
-) -> Snapshot:
+@takes_knobs
+def materialize(repo_id: str, **keywords: Any) -> Snapshot:
     """Return a verified :class:`Snapshot` of ``repo_id`` at ``revision``, downloading at most once per cache.
 
     Args:
         repo_id: ``"org/name"``.
-        **keywords: what to materialize, the keywords of every declaration form:
-            ``revision="main"`` (a branch, tag or 40-hex commit), ``allow_patterns`` and
-            ``ignore_patterns`` (globs as in ``snapshot_download``), ``repo_type="model"``
-            (``"dataset"``, ``"space"``), ``metadata_only=False`` (True: everything but weight
-            files, see ``request.WEIGHT_PATTERNS``), ``private=False``; see
-            :meth:`~pytest_hfsnapshot.request.SnapshotRequest.build`.
-        cache_dir: the huggingface_hub cache; default ``huggingface_hub.constants.HF_HUB_CACHE``.
-        verify: how cached files are re-checked: ``"size"`` (stat) or ``"sha256"`` (rehash all).
-            Files this call downloads are always hashed.
-        retries: extra attempts for transient failures (5xx, 429, resets, timeouts, cut bodies).
-        lock_timeout: seconds to wait for another process's lock before raising LockTimeoutError.
-        offline: no network at all; default ``huggingface_hub.constants.HF_HUB_OFFLINE``.
-        strict: fail instead of serving a cached branch the Hub could not confirm.
-        session: an id shared by the processes of one test session; a branch or tag is then
-            resolved once per session per cache.
-        token: passed to huggingface_hub (default: its own lookup).
-        space_check: before transferring, refuse a snapshot that does not fit in the cache's free
-            space (see :mod:`pytest_hfsnapshot.core.space`); False for filesystems whose free space
-            means nothing.
-        max_rate_wait: the longest wait, in seconds, for a rate-limit window of the Hub to reset;
-            every request of the call goes through the rate-limit gate (:mod:`pytest_hfsnapshot.core.gate`).
-            Inside a pytest session the session's gate, and so its ``--hf-max-rate-wait``, is used.
-        pins: a pin file (``--hf-pins``, :mod:`pytest_hfsnapshot.core.pins`): a branch or tag it
-            lists resolves to its pinned commit without a request, online and offline, whatever
-            the patterns; a malformed file raises InvalidRequestError naming the file and entry.
-        cache_layers: read-only huggingface_hub caches (a mounted bucket, a cache baked into an
-            image) searched in this order before anything is fetched into ``cache_dir``: what they
-            hold is linked from ``cache_dir``, never copied, and nothing is written into them (see
-            :mod:`pytest_hfsnapshot.core.layers`). A folder that does not exist or cannot be read
-            raises InvalidRequestError; one that fails during the session is left with a warning.
-            Default (none given): the folders ``HFSNAPSHOT_CACHE_LAYERS`` names, joined by ``os.pathsep``.
-        lock_lease: seconds the repo lock's lease lasts without renewal where the lock is a lease
-            (a cache without flock, or ``HFSNAPSHOT_LOCK_MODE=lease``); every host sharing the
-            cache must use the same. Default: ``HFSNAPSHOT_LOCK_LEASE``, else 60.
+        **keywords: what to materialize, the keywords of every declaration form
+            (:class:`~pytest_hfsnapshot.request.RequestKeywords`: ``revision="main"``,
+            ``allow_patterns``, ``ignore_patterns``, ``repo_type="model"``, ``metadata_only=False``,
+            ``private=False``), and how: each knob of :class:`~pytest_hfsnapshot.settings.Settings`
+            (``cache_dir``, ``verify``, ``retries``, ``lock_timeout``, ``pins``, ``cache_layers``, ...),
+            whose type, default and meaning are declared there. ``cache_layers`` not given: the
+            folders the environment names.
 
     Raises:
         AuthError: the Hub refused access (gated, private, a rejected token).
@@ -119,27 +64,13 @@ def materialize(
         LockTimeoutError: another process held the repo lock past ``lock_timeout``.
         LockLostError: another host took the repo's lease over while this call held it.
         DiskError: the cache's filesystem refused a write, or the snapshot does not fit.
-        InvalidRequestError: a malformed repo id, keyword or setting.
+        InvalidRequestError: a malformed repo id, an unknown keyword, or a value of the wrong type.
     """
-    request = SnapshotRequest.from_keywords(repo_id, keywords, form="materialize()")
-    from_env = not cache_layers
+    from_env = not keywords.get("cache_layers")
     if from_env:
-        cache_layers = env_layers()
-    settings = Settings(
-        cache_dir=cache_dir,
-        verify=verify,
-        retries=retries,
-        lock_timeout=lock_timeout,
-        offline=offline,
-        strict=strict,
-        session=session,
-        token=token,
-        space_check=space_check,
-        max_rate_wait=max_rate_wait,
-        pins=pins,
-        cache_layers=cache_layers,
-        lock_lease=lock_lease,
-    )
+        keywords = {**keywords, "cache_layers": env_layers()}
+    given, settings = Settings.split(keywords)
+    request = SnapshotRequest.from_keywords(repo_id, given, form="materialize()")
     if settings.cache_layers:
         resolved = settings.resolved()
         assert resolved.cache_dir is not None

@@ -50,10 +50,10 @@ def test_defaults(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("-s")
     result.stdout.fnmatch_lines(
         [
-            "*OPTIONS Options(offline=False, on_auth_error='skip', on_missing='fail', strict=False, retries=5, "
-            "lock_timeout=900.0, verify='size', cache_dir=None, prefetch_only=False, manifest=None, "
-            "space_check=True, max_rate_wait=300.0, pins=None, update_pins=False, cache_layers=(), "
-            "lock_lease=60.0, implicit='report')*"
+            "*OPTIONS Options(offline=False, strict=False, retries=5, lock_timeout=900.0, lock_lease=60.0, "
+            "verify='size', cache_dir=None, cache_layers=(), space_check=True, max_rate_wait=300.0, pins=None, "
+            "session=None, token=None, on_auth_error='skip', on_missing='fail', prefetch_only=False, manifest=None, "
+            "update_pins=False, implicit='report', prefetch=())*"
         ]
     )
 
@@ -85,10 +85,10 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
     pins = pytester.path / "rel" / "pins.json"
     result.stdout.fnmatch_lines(
         [
-            "*OPTIONS Options(offline=False, on_auth_error='xfail', on_missing='skip', strict=True, retries=0, "
-            f"lock_timeout=2.5, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            f"space_check=False, max_rate_wait=0.0, pins={pins!r}, update_pins=True, cache_layers=({layer!r},), "
-            "lock_lease=7.5,*)*"
+            "*OPTIONS Options(offline=False, strict=True, retries=0, lock_timeout=2.5, lock_lease=7.5, "
+            f"verify='sha256', cache_dir={cache!r}, cache_layers=({layer!r},), space_check=False, max_rate_wait=0.0, "
+            f"pins={pins!r}, session=None, token=None, on_auth_error='xfail', on_missing='skip', prefetch_only=True, "
+            f"manifest={manifest!r}, update_pins=True,*)*"
         ]
     )
 
@@ -125,10 +125,10 @@ def test_ini_twins(pytester: pytest.Pytester) -> None:
     layer = pytester.path / "ini-layer"
     result.stdout.fnmatch_lines(
         [
-            "*OPTIONS Options(offline=False, on_auth_error='fail', on_missing='skip', strict=True, retries=2, "
-            f"lock_timeout=30.0, verify='sha256', cache_dir={cache!r}, prefetch_only=True, manifest={manifest!r}, "
-            f"space_check=False, max_rate_wait=90.0, pins={pins!r}, update_pins=True, cache_layers=({layer!r},), "
-            "lock_lease=30.0,*)*"
+            "*OPTIONS Options(offline=False, strict=True, retries=2, lock_timeout=30.0, lock_lease=30.0, "
+            f"verify='sha256', cache_dir={cache!r}, cache_layers=({layer!r},), space_check=False, max_rate_wait=90.0, "
+            f"pins={pins!r}, session=None, token=None, on_auth_error='fail', on_missing='skip', prefetch_only=True, "
+            f"manifest={manifest!r}, update_pins=True,*)*"
         ]
     )
 
@@ -137,7 +137,7 @@ def test_command_line_beats_ini(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nhf_on_auth_error = fail\nhf_retries = 2\n")
     pytester.makeconftest(SHOW_OPTIONS)
     result = pytester.runpytest("-s", "--hf-on-auth-error=skip", "--hf-retries=7")
-    result.stdout.fnmatch_lines(["*OPTIONS Options(*on_auth_error='skip'*retries=7*"])
+    result.stdout.fnmatch_lines(["*OPTIONS Options(*retries=7*on_auth_error='skip'*"])
 
 
 @pytest.mark.parametrize(
