@@ -58,6 +58,12 @@ class ImplicitUse:
     def size(self) -> int:
         return sum(size for size in self.files.values() if size > 0)
 
+    @property
+    def refusal(self) -> str | None:
+        """The refusal that stands for the snapshot: none once files were obtained (the Hub refused
+        one request, such as a repo-info probe library code caught, not the snapshot)."""
+        return None if self.files else self.refused
+
     def merge(self, other: ImplicitUse) -> None:
         """Add ``other``'s paths, tests and bytes (another test's or worker's use of the same snapshot)."""
         self.commit = self.commit or other.commit

@@ -46,8 +46,8 @@ def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path
     pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
     if pin is None or (pin.files is None and pin.refused is None):
         return None
-    if pin.refused is not None:
-        return refusal(pin.refused, pin.commit)
+    if pin.refusal is not None:
+        return refusal(pin.refusal, pin.commit)
     commit = pin.commit
     repo = RepoCache(cache_dir, call.repo_id, call.repo_type)
     if call.kind in ("revision", "info"):

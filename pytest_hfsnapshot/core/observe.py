@@ -192,8 +192,8 @@ class Observer:
         pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
         if (
             pin is not None
-            and pin.refused is not None
-            and not self._refusal_stands(call.repo_type, call.repo_id, pin.refused)
+            and pin.refusal is not None
+            and not self._refusal_stands(call.repo_type, call.repo_id, pin.refusal)
         ):
             return None
         return local_answers.answer(call, str(request.method), pin_file, self._cache_dir())
@@ -280,14 +280,14 @@ class Observer:
         if pin is None:
             return
         made = None
-        if pin.refused is not None:
-            if not refusals or not self._refusal_stands(repo_type, repo_id, pin.refused):
+        if pin.refusal is not None:
+            if not refusals or not self._refusal_stands(repo_type, repo_id, pin.refusal):
                 return
-            made = local_answers.refusal(pin.refused, pin.commit)
+            made = local_answers.refusal(pin.refusal, pin.commit)
         elif path in pin.missing:
             made = local_answers.missing(pin.commit)
         if made is not None:
-            self.recorder.note(repo_type, repo_id, revision, commit=pin.commit, missing=path, refused=pin.refused)
+            self.recorder.note(repo_type, repo_id, revision, commit=pin.commit, missing=path, refused=pin.refusal)
             _hf_compat.raise_for_answer(
                 _response(_request("HEAD", _resolve_url(repo_type, repo_id, revision, path)), made)
             )

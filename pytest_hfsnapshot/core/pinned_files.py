@@ -26,7 +26,7 @@ def requests(pin_file: PinFile) -> dict[SnapshotRequest, Pin]:
     """One request per pin entry that records paths: its ``files`` at its revision (refusals excepted)."""
     out: dict[SnapshotRequest, Pin] = {}
     for pin in pin_file.with_files():
-        if pin.refused is not None or not pin.files:
+        if not pin.files:
             continue
         request = SnapshotRequest.build(
             pin.repo_id,

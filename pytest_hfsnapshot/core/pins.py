@@ -61,6 +61,11 @@ class Pin:
         return (self.repo_type, self.repo_id, self.revision)
 
     @property
+    def refusal(self) -> str | None:
+        """The refusal that stands for the snapshot: none when the entry records files obtained."""
+        return None if self.files else self.refused
+
+    @property
     def label(self) -> str:
         """``org/name@main``, ``datasets/org/name@main``: as the summary and the commands write it."""
         return snapshot_label(self.repo_id, self.repo_type, self.revision)
@@ -141,7 +146,7 @@ class PinFile:
     def branches(self) -> list[Pin]:
         """The pins of a branch or tag (those that can move), in the file's order of keys; a refused
         use is no pin to move (the Hub names no commit for it)."""
-        return [pin for k, pin in sorted(self.pins.items()) if pin.moves and pin.refused is None]
+        return [pin for k, pin in sorted(self.pins.items()) if pin.moves and pin.refusal is None]
 
     def updated(self, commits: Mapping[Key, str], implicit: Mapping[Key, Recorded] | None = None) -> Update:
         """The file with ``commits`` (what each key's branch or tag points at now) written in.
@@ -201,7 +206,7 @@ def _recorded_paths(use: Recorded, old: Pin | None) -> dict[str, Any]:
     keys: dict[str, Any] = {"files": sorted(files)}
     if missing:
         keys["missing"] = sorted(missing)
-    refused = use.refused or (old.refused if old is not None else None)
+    refused = None if files else use.refused or (old.refused if old is not None else None)
     if refused is not None:
         keys["refused"] = refused
     return keys

@@ -199,7 +199,7 @@ def summary_lines(uses: Sequence[ImplicitUse], pin_file: pins.PinFile | None, pi
     for use in uses:
         commit = (use.commit or "?" * 12)[:12]
         first = use.tests[0] if use.tests else SESSION
-        state = f" refused ({use.refused})" if use.refused else ""
+        state = f" refused ({use.refusal})" if use.refusal else ""
         lines.append(
             f"{use.label} {commit} {len(use.files)} files "
             f"{human_size(use.fetched)} fetched {len(use.tests)} tests (first: {first}){state}"

@@ -97,13 +97,13 @@ def recorded(implicit: Sequence[ImplicitUse], options: Options) -> dict[pins.Key
     entries: dict[pins.Key, pins.Recorded] = {}
     for use in implicit:
         commit = use.commit
-        if commit is None and use.refused is None:
+        if commit is None and use.refusal is None:
             commit = _resolve(use, options)
         if commit is None:
-            if use.refused is None:
+            if use.refusal is None:
                 continue
             commit = NO_COMMIT
-        entries[use.key] = pins.Recorded(commit, tuple(sorted(use.files)), tuple(sorted(use.missing)), use.refused)
+        entries[use.key] = pins.Recorded(commit, tuple(sorted(use.files)), tuple(sorted(use.missing)), use.refusal)
     return entries
 
 

@@ -558,6 +558,35 @@ def test_an_implicit_load_is_a_use_the_doctor_sees(pytester: pytest.Pytester, lo
     assert used is not None and used >= started - 1
 
 
+def test_a_refused_request_library_code_caught_leaves_the_files_obtained_pinned_and_served_offline(
+    pytester: pytest.Pytester, local_hub: LocalHub, baseline: Baseline
+) -> None:
+    filled_hub(local_hub, baseline)
+    # As olah answers a repo-info request with no revision: transformers' resolve_revision catches it.
+    local_hub.fail(f"/api/models/{BERT}", 401, times=100, error_code="RepoNotFound")
+    pytester.makepyfile(
+        test_config=f"""
+        from transformers import AutoConfig
+
+        def test_config():
+            assert AutoConfig.from_pretrained("{BERT}").model_type == "bert"
+        """
+    )
+    run(pytester, local_hub, "--hf-pins=pins.json", "--hf-update-pins").assert_outcomes(passed=1)
+    entry = implicit_entries(pytester.path / "pins.json")[key(BERT)]
+    assert "config.json" in entry["files"], entry
+    assert "refused" not in json.loads((pytester.path / "pins.json").read_text())[0], "files were obtained"
+    local_hub.clear_faults()
+    shutil.rmtree(cache_folder(local_hub, key(BERT)))
+
+    assert run(pytester, local_hub, "--hf-prefetch-only", "--hf-pins=pins.json").ret == 0
+    local_hub.reset_counters()
+    offline = run(pytester, local_hub, "--hf-offline", "--hf-pins=pins.json")
+
+    offline.assert_outcomes(passed=1)
+    assert local_hub.requests == []
+
+
 def test_cli_prefetch_with_pins_fetches_the_recorded_paths(
     pytester: pytest.Pytester, local_hub: LocalHub, baseline: Baseline
 ) -> None:
