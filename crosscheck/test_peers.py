@@ -60,14 +60,8 @@ OLAH_LACKS = (
     "test_tokenization.py::TinyWordTokenizationTest",
 )
 SELECTED = 5
-#: The model repos the selection loads, and the tests that load them (all but the dataset's).
+#: The model repos the selection loads.
 MODELS = ("peers/tiny-bert", "peers/tiny-word", "tiny-bare")
-LOADING_MODELS = {
-    "test_models.py::test_config[peers/tiny-bert]",
-    "test_models.py::test_config[peers/tiny-word]",
-    "test_hub_calls.py::test_weights_read_with_safetensors",
-    "test_tokenization.py::test_canonical_id_without_org",
-}
 
 
 @pytest.fixture(scope="session")
