@@ -100,7 +100,7 @@ class Gate:
         self._cache_dir = cache_dir
         self.session = session
         self.max_wait = max_wait
-        #: How the user sets ``max_wait`` (``--hf-max-rate-wait``, ``max_rate_wait=``), for errors.
+        #: How the caller's front end spells ``max_wait`` (see pytest_hfsnapshot.settings), for errors.
         self.cap_name = cap_name
         #: Every folder this process wrote a window to (for the cleanup and the summary).
         self.folders: set[str] = set()

@@ -1,4 +1,4 @@
-"""The snapshot manifest (``--hf-manifest=PATH``): what a run used, as deterministic JSON.
+"""The snapshot manifest (the ``manifest`` knob): what a run used, as deterministic JSON.
 
 The same snapshots always give the same bytes (sorted entries and keys, one format), so CI can
 key its cache on the file (``hashFiles('hf-manifest.json')``). Pure data in, text out: no pytest

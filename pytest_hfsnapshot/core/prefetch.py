@@ -3,7 +3,7 @@
 :func:`prefetch` is given the requests and the function that fetches one, and reports on a
 :class:`Display`. Two callers:
 
-- ``pytest --hf-prefetch-only [selection]`` (and ``pytest-hfsnapshot prefetch [pytest arguments]``):
+- the plugin's ``prefetch_only`` run of a selection (and ``pytest-hfsnapshot prefetch [pytest arguments]``):
   :mod:`pytest_hfsnapshot.plugin.prefetch_run` gathers the snapshots the selected tests declare, plus
   those of the ini option ``hf_prefetch``, and fetches them through the plugin's session;
 - ``pytest-hfsnapshot prefetch --repo org/name[@revision] ...`` (:mod:`pytest_hfsnapshot.cli`)

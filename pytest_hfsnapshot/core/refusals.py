@@ -21,7 +21,7 @@ AUTH_REASONS = ("gated", "unauthorized", "not_found_or_private", "invalid_token"
 
 
 def skips(reason: str, *, private: bool) -> bool:
-    """Whether tests meeting this refusal get ``--hf-on-auth-error`` (skip by default) rather than fail.
+    """Whether tests meeting this refusal get the ``on_auth_error`` action (skip by default) rather than fail.
 
     A gated repo, or a token without access, is what a fork PR without secrets meets: skip. A repo
     the Hub does not show is a typo as often as a private repo, and without a token the Hub cannot
