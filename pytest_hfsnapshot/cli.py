@@ -488,4 +488,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         print(f"{usage()}\n\n{PROG}: error: unknown command {args[0]!r}", file=sys.stderr)
         return 2
-    return command.run(args[1:])
+    from .settings import serve_front
+
+    previous = serve_front(f"cli:{args[0]}")
+    try:
+        return command.run(args[1:])
+    finally:
+        serve_front(previous)

@@ -737,6 +737,53 @@ def takes_knobs(function: _F) -> _F:
     return function
 
 
+#: The front end this process serves (``pytest``, ``materialize`` or ``cli:COMMAND``): the core's
+#: messages name the knobs as it spells them. The plugin and the command line set it on start.
+_front: list[str] = ["materialize"]
+
+
+def serve_front(front: str) -> str:
+    """Make the core's messages in this process spell knobs as ``front`` does; returns the one before."""
+    previous, _front[0] = _front[0], front
+    return previous
+
+
+def say(name: str, *, with_env: bool = False, value: str | None = None) -> str:
+    """Knob ``name`` as this process's front end spells it in advice: ``--hf-lock-timeout`` under
+    pytest, ``--lock-timeout`` for a command that has it, ``lock_timeout=`` for ``materialize``,
+    else ``the lock_timeout setting (not settable here)``. ``with_env``: the ini key (pytest) and
+    the environment variable too, for a knob every host must set alike. ``value``: set to it
+    (``--hf-on-auth-error=skip``)."""
+    knob, front = spelling(name), _front[0]
+    advice = knob.advice(front)
+    if value is None and front == "materialize" and isinstance(knob.kind, Switch):
+        value = str(not (knob.spelled or "").startswith("no_"))  # what its flag does: on, or off
+    if value is not None and advice is not None:
+        return advice + ("" if advice.endswith("=") else "=") + value
+    if with_env and knob.env:
+        extra = [f"ini {knob.ini}"] if front == "pytest" and knob.ini else []
+        extra.append(f"env {knob.env}")
+        return f"{advice} ({', '.join(extra)})" if advice else f"env {knob.env}"
+    return advice if advice is not None else f"the {name} setting (not settable here)"
+
+
+def pytest_command(*knobs: str | tuple[str, object]) -> str:
+    """``pytest --hf-x --hf-y=VALUE`` for ``("x", ("y", VALUE))``: a pytest command a message gives."""
+    flags = []
+    for item in knobs:
+        name, value = item if isinstance(item, tuple) else (item, None)
+        flag = spelling(name).flag or f"-o {spelling(name).ini}"
+        flags.append(flag if value is None else f"{flag}={value}")
+    return " ".join(["pytest", *flags])
+
+
+def prefetch_command() -> str:
+    """The command that fills a cache for offline runs, as this front end gives it."""
+    if _front[0] == "pytest":
+        return f"`{pytest_command('prefetch_only')}`"
+    return "`pytest-hfsnapshot prefetch --repo ...`"
+
+
 #: Said after the option that asked for an update of the pin file, when no pin file is given.
 NEEDS_PIN_FILE = "needs --hf-pins=PATH (or the ini option hf_pins): the pin file to write"
 
@@ -786,6 +833,10 @@ __all__ = [
     "knob",
     "lease_valid",
     "lock_lease_from_env",
+    "prefetch_command",
+    "pytest_command",
+    "say",
+    "serve_front",
     "spelling",
     "takes_knobs",
 ]

@@ -52,6 +52,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import HfSnapshotError
+from ..settings import say
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -313,7 +314,8 @@ def wrap_download_to_cache(wrap: Callable[[Callable[..., Any]], Callable[..., An
             missing_message(
                 f"{FILE_DOWNLOAD_MODULE}.{DOWNLOAD_TO_CACHE}", "to see and manage the files hf_hub_download fetches"
             )
-            + ". Run with --hf-implicit=off, or install a huggingface_hub release pytest-hfsnapshot supports."
+            + f". Run with {say('implicit', value='off')}, or install a huggingface_hub release "
+            "pytest-hfsnapshot supports."
         )
     wrapped = wrap(original)
     setattr(module, DOWNLOAD_TO_CACHE, wrapped)
@@ -347,7 +349,8 @@ def hook_cache_lookup(hook: Callable[..., Any]) -> Callable[[], None]:
             missing_message(
                 f"{FILE_DOWNLOAD_MODULE}.{CACHE_LOOKUP} as a plain function", "to see the files read from the cache"
             )
-            + ". Run with --hf-implicit=off, or install a huggingface_hub release pytest-hfsnapshot supports."
+            + f". Run with {say('implicit', value='off')}, or install a huggingface_hub release "
+            "pytest-hfsnapshot supports."
         )
     previous = function.__globals__.get(_LOOKUP_HOOK)
     hooked_before = code is _lookup_trampoline.__code__ and callable(previous)
@@ -384,7 +387,7 @@ def wrap_client_transports(client: Any, wrap: Callable[[Any], Any]) -> None:
     if transport is None or not isinstance(mounts, dict):
         raise HubCompatibilityError(
             f"the HTTP client of huggingface_hub {hub_version()} ({type(client).__module__}.{type(client).__name__}) "
-            "has no _transport and _mounts, which pytest-hfsnapshot wraps to keep --hf-offline runs offline. "
+            "has no _transport and _mounts, which pytest-hfsnapshot wraps to keep offline runs offline. "
             "Install a huggingface_hub release pytest-hfsnapshot supports."
         )
     client._transport = wrap(transport)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import AuthError, HfSnapshotError, OfflineMissingError, UnverifiedRevisionError
+from ..settings import prefetch_command, say
 from ..snapshot import Snapshot
 from . import layers, listing, record, refusals, state
 from .call import Call
@@ -23,7 +24,7 @@ def offline(call: Call, held: HeldCheck, commit: str | None) -> Snapshot:
             raise not_cached(
                 request,
                 f"Offline, and the cache has no usable refs/{request.revision} for {request.label} "
-                f"in {call.repo.cache_dir}. Run `pytest --hf-prefetch-only` online first, or pin a cached commit.",
+                f"in {call.repo.cache_dir}. Run {prefetch_command()} online first, or pin a cached commit.",
                 f"refs/{request.revision}",
             )
         return serve(call, held, commit, unverified=False)
@@ -37,7 +38,7 @@ def unverified(call: Call, held: HeldCheck, commit: str) -> Snapshot:
     if call.settings.strict:
         raise UnverifiedRevisionError(
             f"The Hub at {hub()} could not be reached to confirm what {request.label} points at, and "
-            f"--hf-strict is on. The cache has commit {commit[:12]}; pin that commit or retry "
+            f"{say('strict')} is on. The cache has commit {commit[:12]}; pin that commit or retry "
             "when the Hub is reachable.",
             repo_id=request.repo_id,
             revision=request.revision,
@@ -63,7 +64,7 @@ def _served(call: Call, held: HeldCheck, commit: str) -> Snapshot:
         raise not_cached(
             request,
             f"{what}, and the cache has no file listing for {request.label} (commit {commit[:12]}) "
-            f"in {repo.cache_dir}. Run `pytest --hf-prefetch-only` online first.",
+            f"in {repo.cache_dir}. Run {prefetch_command()} online first.",
             f"trees/{commit}.json",
         )
     files = listing.select(request, listed, commit)
@@ -76,7 +77,7 @@ def _served(call: Call, held: HeldCheck, commit: str) -> Snapshot:
         raise not_cached(
             request,
             f"{what}, and {len(problems)} file(s) of {request.label} are missing or damaged in "
-            f"{repo.cache_dir}: {listed_problems}{more}. Run `pytest --hf-prefetch-only` online first.",
+            f"{repo.cache_dir}: {listed_problems}{more}. Run {prefetch_command()} online first.",
             *sorted(problems),
         )
     # Orphans of killed downloads need no network to go, and a verified snapshot has none.

@@ -25,6 +25,7 @@ from ..errors import (
     TransientError,
 )
 from ..request import SnapshotRequest
+from ..settings import say
 from . import gate, outage, refusals, retry, space
 from .verify import ExpectedFile
 
@@ -116,7 +117,7 @@ def gave_up(
     return TransientError(
         f"Gave up on {what} of {request.label}{where} at {failed_origin(error)} after {tries}{client}: last cause "
         f"{cause(kind)}. The Hub or the network is failing; retry later"
-        + ("." if kind.client_retried else " or raise --hf-retries."),
+        + ("." if kind.client_retried else f" or raise {say('retries')}."),
         attempts=attempts,
         filename=filename,
         repo_id=request.repo_id,

@@ -1,4 +1,4 @@
-"""One file of a repo made ready in the cache before library code reads it (``--hf-implicit=manage``).
+"""One file of a repo made ready in the cache before library code reads it (implicit ``manage``).
 
 The file is materialized as a one-file selection by the engine's ``materialize_request``:
 resolved once per session (or by the pin file, with no request), fetched under the repo's lock,

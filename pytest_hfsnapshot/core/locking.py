@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from filelock import BaseFileLock, FileLock, LeaseSettingsMismatch, SoftFileLease, Timeout
 
 from ..errors import InvalidRequestError, LockLostError, LockTimeoutError
-from ..settings import lock_lease_from_env
+from ..settings import lock_lease_from_env, say
 from .layout import RepoCache, flock_probe, is_within, store_file
 from .state import read_holder, write_holder
 from .watch import FolderWatch, wake
@@ -325,8 +325,8 @@ class RepoLock(Generic[T]):
             f"({self.repo.soft_lock_path}): {who} after this process had not renewed its "
             f"{self.lease:g}s lease in time (it was paused, suspended or cut off from the cache's storage). "
             "This process stopped before writing anything more. Run again to use the snapshot the new "
-            "holder makes; if pauses this long are expected, raise --hf-lock-lease (ini hf_lock_lease, env "
-            "HFSNAPSHOT_LOCK_LEASE) to the same value on every host."
+            f"holder makes; if pauses this long are expected, raise {say('lock_lease', with_env=True)} "
+            "to the same value on every host."
         )
         return message, taken_by
 
@@ -405,7 +405,7 @@ class RepoLock(Generic[T]):
         return InvalidRequestError(
             f"The hfsnapshot lock on {self.repo.repo_type} {self.repo.repo_id!r} ({self.repo.soft_lock_path}) "
             f"{held} {differ}. Hosts that share a cache must use the same lease length, or a holder could be "
-            f"taken over while it works: set --hf-lock-lease (ini hf_lock_lease, env HFSNAPSHOT_LOCK_LEASE) "
+            f"taken over while it works: set {say('lock_lease', with_env=True)} "
             f"to one value on every host, e.g. {example}.",
             repo_id=self.repo.repo_id,
         )
@@ -419,20 +419,20 @@ class RepoLock(Generic[T]):
                 f"This lock is a lease (flock does not work in that folder, or {MODE_ENV}=lease) that its "
                 f"holder renews every {lease / 3:.3g}s. It was last renewed {ago:.0f}s ago; its lease runs "
                 f"out at {runs_out} unless renewed again, and a waiter on any host then takes it over. If that "
-                f"process is gone, wait longer than the {lease:g}s lease: raise --hf-lock-timeout."
+                f"process is gone, wait longer than the {lease:g}s lease: raise {say('lock_timeout')}."
             )
         elif self.mode == "lease" and _read_marker(self.repo.soft_lock_path) is not None:
             how = (
                 f"Its marker {self.repo.soft_lock_path} is a soft lock without a lease (an older "
                 "pytest-hfsnapshot), which a holder on another host never loses: if that process is gone, "
-                "remove the marker by hand. Raise --hf-lock-timeout to wait longer."
+                f"remove the marker by hand. Raise {say('lock_timeout')} to wait longer."
             )
         elif self.mode == "lease":
             how = "This lock is a lease, which its holder released just now: run again."
         else:
             how = (
                 "The kernel frees this lock when its holder exits, so that process is still running: "
-                "let it finish or stop it. Raise --hf-lock-timeout to wait longer."
+                f"let it finish or stop it. Raise {say('lock_timeout')} to wait longer."
             )
         return LockTimeoutError(
             f"Timed out after {waited:.0f}s waiting for the hfsnapshot lock on {self.repo.repo_type} "
@@ -493,7 +493,7 @@ def wait_for_client_lock(repo: RepoCache, etag: str, filename: str, timeout: flo
             f"Timed out after {time.monotonic() - started:.0f}s waiting for huggingface_hub's lock on {filename} "
             f"of {repo.repo_type} {repo.repo_id!r} ({path}): another process is downloading that file and has "
             "not let go of it (a paused or hung process keeps it). Stop that process, or raise "
-            "--hf-lock-timeout to wait longer.",
+            f"{say('lock_timeout')} to wait longer.",
             repo_id=repo.repo_id,
         ) from None
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..request import is_commit, snapshot_label
-from ..settings import ImplicitMode, Settings
+from ..settings import ImplicitMode, Settings, pytest_command
 from . import _hf_compat, hub_calls, local_answers, state, usage
 from .credentials import token_set
 from .implicit import Prepared, Preparer, Recorder, busy, own_work
@@ -209,7 +209,7 @@ class Observer:
 
             self.refused_offline(request)
             raise OfflineModeIsEnabled(
-                f"Cannot reach {url}: this test session is offline (pytest --hf-offline or HF_HUB_OFFLINE=1), "
+                f"Cannot reach {url}: this test session is offline ({pytest_command('offline')} or HF_HUB_OFFLINE=1), "
                 "and pytest-hfsnapshot lets no request of huggingface_hub out."
             )
         return _response(request, made)

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from ..errors import InvalidRequestError
 from ..request import SnapshotRequest
+from ..settings import pytest_command
 from ..snapshot import Snapshot
 from .file_materialize import glob_escape
 from .layout import RepoCache
@@ -68,7 +69,8 @@ def finish(pin_file: PinFile, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> 
         raise InvalidRequestError(
             f"{pin_file.where(pin)}: files names {', '.join(repr(p) for p in lacking[:5])}"
             f"{' and more' if len(lacking) > 5 else ''}, which commit {pin.commit} does not have. Record the "
-            f"entry again with `pytest --hf-pins={pin_file.path} --hf-update-pins`, or remove those paths from it."
+            f"entry again with `{pytest_command(('pins', pin_file.path), 'update_pins')}`, or remove those "
+            "paths from it."
         )
     repo = RepoCache(cache_dir, pin.repo_id, pin.repo_type)
     if pin.moves:

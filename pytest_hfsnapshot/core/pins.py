@@ -1,4 +1,4 @@
-"""Pin files (``--hf-pins=PATH``): which commit each branch or tag means, as a lock file fixes versions.
+"""Pin files (the ``pins`` setting): which commit each branch or tag means, as a lock file fixes versions.
 
 The format is the manifest's (:mod:`pytest_hfsnapshot.core.manifest`): a JSON list of objects with
 at least ``repo_id``, ``repo_type``, ``revision`` and ``commit``, so a manifest is a valid pin file.
@@ -7,7 +7,7 @@ same commit, so manifest entries that differ only in their files are one pin. An
 (and ``missing``, ``refused``) record an implicit use (CONTRACT section 9): the paths a prefetch
 fetches at the pinned commit, the paths it marks absent, and the Hub's refusal.
 
-Writing (``--hf-update-pins``, ``pytest-hfsnapshot pins update``) keeps every entry of a pin that
+Writing (the ``update_pins`` setting, ``pytest-hfsnapshot pins update``) keeps every entry of a pin that
 did not move byte for byte, replaces the entries of a moved pin by one entry of the four keys,
 adds one such entry per new pin, and orders the list as the manifest does (repo type, repo id,
 revision; entries of one pin keep their order): the same pins always give the same bytes.
@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import InvalidRequestError, RevisionNotFoundError
 from ..request import SnapshotRequest, is_commit, repo_path, snapshot_label
+from ..settings import pytest_command
 from .layout import atomic_write_text
 
 #: The keys every pin entry has (a manifest entry has ``files`` and ``size`` besides).
@@ -37,7 +38,7 @@ Key = tuple[str, str, str]
 
 _FORMAT = (
     "a pin file is a JSON list of objects with repo_id, repo_type, revision and commit, "
-    "as --hf-manifest and --hf-update-pins write it"
+    f"as {pytest_command('manifest')} and {pytest_command('update_pins')} write it"
 )
 
 
@@ -228,7 +229,7 @@ def key(request: SnapshotRequest) -> Key:
 def read(path: str | os.PathLike[str], *, missing_ok: bool = False) -> PinFile:
     """Read and validate the pin file at ``path``; InvalidRequestError naming the file and the entry.
 
-    ``missing_ok``: a file that does not exist yet is an empty pin file (``--hf-update-pins`` creates it).
+    ``missing_ok``: a file that does not exist yet is an empty pin file (``update_pins`` creates it).
     """
     target = Path(path)
     try:
@@ -237,7 +238,7 @@ def read(path: str | os.PathLike[str], *, missing_ok: bool = False) -> PinFile:
         if missing_ok:
             return PinFile(target, (), {})
         raise InvalidRequestError(
-            f"Pin file {target} does not exist: write it with `pytest --hf-pins={target} --hf-update-pins` "
+            f"Pin file {target} does not exist: write it with `{pytest_command(('pins', target), 'update_pins')}` "
             "(or give the path of an existing pin file or manifest)."
         ) from None
     except (OSError, UnicodeDecodeError) as error:
@@ -324,7 +325,7 @@ def missing_commit(
     return RevisionNotFoundError(
         f"The pin file {path} pins {request.label} to commit {commit}, which the Hub at {endpoint} does not "
         f"have (the branch was force-pushed, or the repo rewritten). Pin what {request.revision!r} points at "
-        f"now with `pytest --hf-pins={path} --hf-update-pins` or `pytest-hfsnapshot pins update {path}`.",
+        f"now with `{pytest_command(('pins', path), 'update_pins')}` or `pytest-hfsnapshot pins update {path}`.",
         repo_id=request.repo_id,
         revision=request.revision,
     )
@@ -361,7 +362,7 @@ def _pin(path: Path, number: int, entry: object) -> Pin:
     if refused is not None and refused not in REFUSALS:
         raise InvalidRequestError(
             f"{where}: refused must be one of {', '.join(REFUSALS)} (the Hub's error code), got {_excerpt(refused)}; "
-            "record the entry again with --hf-update-pins."
+            f"record the entry again with {pytest_command('update_pins')}."
         )
     return Pin(
         request.repo_type,
@@ -382,13 +383,13 @@ def _paths(where: str, entry: Mapping[str, Any], name: str) -> list[str] | None:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise InvalidRequestError(
             f'{where}: {name} must be a list of repo paths (strings such as "config.json"), got '
-            f"{_excerpt(value)}; fix the entry or record it again with --hf-update-pins."
+            f"{_excerpt(value)}; fix the entry or record it again with {pytest_command('update_pins')}."
         )
     for item in value:
         if not _repo_path_ok(item):
             raise InvalidRequestError(
                 f"{where}: {name} entry {item!r} is not a path inside the repo (relative, '/'-separated, "
-                "no '..' or empty part); fix the entry or record it again with --hf-update-pins."
+                "no '..' or empty part); fix the entry or record it again with {pytest_command('update_pins')}."
             )
     return value
 

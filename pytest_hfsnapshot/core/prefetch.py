@@ -60,7 +60,7 @@ from huggingface_hub.utils.tqdm import are_progress_bars_disabled, disable_progr
 
 from ..errors import AuthError, DiskError
 from ..request import SnapshotRequest
-from ..settings import DEFAULT_AUTH_ACTION, AuthAction
+from ..settings import DEFAULT_AUTH_ACTION, AuthAction, say
 from ..snapshot import Snapshot
 from . import space
 from .credentials import token_set
@@ -323,7 +323,7 @@ def report_lines(result: PrefetchResult, *, on_auth_error: AuthAction = DEFAULT_
         lines.append(
             f"hfsnapshot: the Hub refused {count(len(result.refused), 'snapshot')}; the tests needing "
             f"{'it' if len(result.refused) == 1 else 'them'} {_WILL[on_auth_error]} "
-            f"(--hf-on-auth-error={on_auth_error}):"
+            f"({say('on_auth_error', value=on_auth_error)}):"
         )
         for refused in result.refused:
             assert isinstance(refused.error, AuthError)

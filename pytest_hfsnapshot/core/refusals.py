@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlsplit
 
 from ..errors import AuthError
 from ..request import repo_path
+from ..settings import pytest_command
 from . import retry
 from .retry import chain
 
@@ -155,7 +156,7 @@ def not_replayed_message(label: str, *, recorded_token_set: bool, cache_dir: str
     )
     return (
         f"{label} is not cached: the Hub refused it during an earlier online run {then}; prefetch it online "
-        f"with the current token (`pytest --hf-prefetch-only` or `pytest-hfsnapshot prefetch --repo ...`) "
+        f"with the current token (`{pytest_command('prefetch_only')}` or `pytest-hfsnapshot prefetch --repo ...`) "
         f"into {cache_dir}"
     )
 

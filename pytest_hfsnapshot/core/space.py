@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..errors import DiskError
+from ..settings import say
 from . import retry
 from ._hf_compat import has_shared_blob, shared_store_enabled
 from .formats import count, human_size
@@ -32,21 +33,25 @@ MARGIN_PERCENT = 1
 #: Error numbers that mean "no room": their message gives the bytes needed and free.
 SPACE_ERRNOS = frozenset(getattr(errnos, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errnos, name))
 
-_MOVE = "point --hf-cache-dir / HF_HUB_CACHE at"
+#: What to do about each refusal; ``{move}`` is how this front end points the cache elsewhere.
 _SPACE_ADVICE = (
     "Free space there: see what the cache holds with `hf cache ls`, remove repos you no longer need "
-    f"with `hf cache rm model/<org>/<name>` or old revisions with `hf cache prune`; or {_MOVE} a larger disk."
+    "with `hf cache rm model/<org>/<name>` or old revisions with `hf cache prune`; or {move} a larger disk."
 )
 _ADVICE = {
-    "EROFS": f"Make the cache writable, or {_MOVE} a writable folder.",
-    "EACCES": f"Make the cache writable for this user, or {_MOVE} a writable folder.",
-    "EPERM": f"Make the cache writable for this user, or {_MOVE} a writable folder.",
+    "EROFS": "Make the cache writable, or {move} a writable folder.",
+    "EACCES": "Make the cache writable for this user, or {move} a writable folder.",
+    "EPERM": "Make the cache writable for this user, or {move} a writable folder.",
     "EMFILE": "Too many files are open: raise the limit (`ulimit -n`) or run fewer processes at once.",
     "ENFILE": "Too many files are open on this system: close some, or run fewer processes at once.",
-    "ENAMETOOLONG": f"The path is too long for the filesystem: {_MOVE} a folder with a shorter path.",
-    "EFBIG": f"The filesystem cannot hold a file this large: {_MOVE} another filesystem.",
+    "ENAMETOOLONG": "The path is too long for the filesystem: {move} a folder with a shorter path.",
+    "EFBIG": "The filesystem cannot hold a file this large: {move} another filesystem.",
 }
-_DEFAULT_ADVICE = f"Check the cache's filesystem, or {_MOVE} another folder."
+_DEFAULT_ADVICE = "Check the cache's filesystem, or {move} another folder."
+
+
+def _said_advice(template: str) -> str:
+    return template.format(move=f"point {say('cache_dir')} / HF_HUB_CACHE at")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,8 +152,8 @@ def not_enough_space(
     message = (
         f"{text} (ENOSPC) for {what}: {human_size(short.needed)} needed in {short.cache_dir} "
         f"({human_size(short.to_fetch)} in {detail}; plus a {human_size(short.margin)} margin) and that "
-        f"filesystem has {human_size(short.free)} free. Nothing was transferred. {_SPACE_ADVICE} "
-        "To skip this check (a filesystem whose free space means nothing), use --hf-no-space-check."
+        f"filesystem has {human_size(short.free)} free. Nothing was transferred. {_said_advice(_SPACE_ADVICE)} "
+        f"To skip this check (a filesystem whose free space means nothing), use {say('space_check')}."
     )
     return DiskError(
         message,
@@ -185,7 +190,7 @@ def filesystem_error(
         if needed:
             sizes.insert(0, f"it still needs {human_size(needed)}")
         said = " and ".join(s for s in sizes if s)
-        message += f": {said}. {_SPACE_ADVICE}" if said else f". {_SPACE_ADVICE}"
+        message += f": {said}. {_said_advice(_SPACE_ADVICE)}" if said else f". {_said_advice(_SPACE_ADVICE)}"
     else:
         message += f". {advice(number)}"
     return DiskError(
@@ -216,8 +221,8 @@ def written_path(error: BaseException) -> tuple[str | None, str | None]:
 def advice(number: int) -> str:
     """What to do about a filesystem refusal with this error number."""
     if number in SPACE_ERRNOS:
-        return _SPACE_ADVICE
-    return _ADVICE.get(errnos.errorcode.get(number, ""), _DEFAULT_ADVICE)
+        return _said_advice(_SPACE_ADVICE)
+    return _said_advice(_ADVICE.get(errnos.errorcode.get(number, ""), _DEFAULT_ADVICE))
 
 
 def _said(number: int) -> str:

@@ -21,7 +21,7 @@ from ..core.formats import human_size
 from ..core.offline import force_offline
 from ..errors import InvalidRequestError
 from ..request import RequestKeywords, SnapshotRequest
-from ..settings import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES
+from ..settings import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES, serve_front
 from ..snapshot import Snapshot
 from . import pinning, reporting, verdicts
 from .declarations import (
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 _RESTORE_KEY = pytest.StashKey[Callable[[], None]]()
+#: The front end the process served before this session (a script may run pytest, then materialize).
+_FRONT_KEY = pytest.StashKey[str]()
 
 # The hooks below import prefetch_run only for a --hf-prefetch-only run: prefetching needs
 # huggingface_hub's HTTP stack, which a plain pytest start-up must not pay for.
@@ -62,6 +64,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_FRONT_KEY] = serve_front("pytest")
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     options = read_options(config)
@@ -78,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    serve_front(config.stash.get(_FRONT_KEY, "materialize"))
     restore = config.stash.get(_RESTORE_KEY, None)
     if restore is not None:
         restore()

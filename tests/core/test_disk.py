@@ -238,7 +238,7 @@ def test_a_repo_that_cannot_fit_fails_before_any_transfer(local_hub: LocalHub, t
             "config.json 2 B; plus a 1.0 MiB margin)" in message
         )
         assert "that filesystem has 6.0 MiB free. Nothing was transferred." in message
-        assert "`hf cache rm model/<org>/<name>`" in message and "--hf-no-space-check" in message
+        assert "`hf cache rm model/<org>/<name>`" in message and "use space_check=False." in message
         # Free: the 6 MiB less the few blocks the revision, the listing and the locks took.
         assert error["needed"] > 8 * MiB and 6 * MiB - 64 * 1024 < error["free"] <= 6 * MiB
         # Not a byte of any file crossed the network, on either try: only the revision and the listing.
@@ -427,7 +427,7 @@ def test_a_read_only_cache(local_hub: LocalHub, tmp_path: Path) -> None:
     assert error["message"].startswith("Read-only file system (EROFS) while writing "), error["message"]
     assert "for org/ro@main in " in error["message"]
     assert error["message"].endswith(
-        "Make the cache writable, or point --hf-cache-dir / HF_HUB_CACHE at a writable folder."
+        "Make the cache writable, or point cache_dir= / HF_HUB_CACHE at a writable folder."
     )
     assert local_hub.requests == []
 
