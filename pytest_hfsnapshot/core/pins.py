@@ -389,7 +389,7 @@ def _paths(where: str, entry: Mapping[str, Any], name: str) -> list[str] | None:
         if not _repo_path_ok(item):
             raise InvalidRequestError(
                 f"{where}: {name} entry {item!r} is not a path inside the repo (relative, '/'-separated, "
-                "no '..' or empty part); fix the entry or record it again with {pytest_command('update_pins')}."
+                f"no '..' or empty part); fix the entry or record it again with {pytest_command('update_pins')}."
             )
     return value
 

@@ -113,6 +113,7 @@ def test_malformed_recorded_paths_name_the_file_and_entry(tmp_path: Path, extra:
         pins.read(path)
     assert f"Pin file {path}, entry 1 (org/tiny@main)" in str(raised.value)
     assert words in str(raised.value)
+    assert "{" not in str(raised.value) and "}" not in str(raised.value), "a placeholder left unformatted"
 
 
 def test_an_update_records_paths_and_keeps_the_old_ones_at_the_same_commit(tmp_path: Path) -> None:
