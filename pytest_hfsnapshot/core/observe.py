@@ -70,6 +70,8 @@ class Observer:
         self._lock = threading.Lock()
         #: Files ``manage`` verified at a commit, with the identity (inode, size, mtime) they had then.
         self._prepared: dict[tuple[str, ...], tuple[Prepared, tuple[int, int, int] | None]] = {}
+        #: The implicit refusals this process kept in the cache's state (cache, repo, code, token set).
+        self._refusals_kept: set[tuple[str, str, str, str, bool]] = set()
 
     @property
     def manages(self) -> bool:
@@ -139,9 +141,13 @@ class Observer:
     def _refused(self, repo_type: str, repo_id: str, revision: str, code: str) -> None:
         """The Hub refused a load: recorded, and (for offline runs) whether a token was set then."""
         self.recorder.note(repo_type, repo_id, revision, refused=code)
-        if code in _TOKEN_REFUSALS and not self.offline():
+        kept = (str(self._cache_dir()), repo_type, repo_id, code, token_set())
+        if code in _TOKEN_REFUSALS and not self.offline() and kept not in self._refusals_kept:
+            # Once per process for each refusal and token situation: library code refused on every
+            # call (a repo-info probe it catches) writes no file per request.
+            self._refusals_kept.add(kept)
             state.remember_implicit_refusal(
-                RepoCache(self._cache_dir(), repo_id, repo_type), code=code, token_set=token_set()
+                RepoCache(self._cache_dir(), repo_id, repo_type), code=code, token_set=kept[4]
             )
 
     def _refusal_stands(self, repo_type: str, repo_id: str, code: str) -> bool:

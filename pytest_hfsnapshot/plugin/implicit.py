@@ -18,6 +18,7 @@ from ..core import cache_changes, file_materialize, observe, pins
 from ..core.formats import human_size
 from ..core.implicit import COLLECTION, SESSION, ImplicitUse, Key, merged
 from ..request import snapshot_label
+from ..settings import pytest_command, say
 from .options import Options
 
 _WORKEROUTPUT_KEY = "hfsnapshot_implicit"
@@ -158,15 +159,15 @@ class ImplicitSession:
 
 def pins_hint(pin_path: Path | None) -> str:
     """The command that records implicit uses into the run's pin file."""
-    return f"pytest --hf-pins={pin_path if pin_path is not None else _PINS_HINT} --hf-update-pins"
+    return pytest_command(("pins", pin_path if pin_path is not None else _PINS_HINT), "update_pins")
 
 
 def fail_message(nodeid: str, labels: Sequence[str], pin_path: Path | None) -> str:
     """Why ``--hf-implicit=fail`` failed a test."""
-    where = f"the pin file {pin_path}" if pin_path is not None else "a pin file (no --hf-pins given)"
+    where = f"the pin file {pin_path}" if pin_path is not None else f"a pin file (no {say('pins')} given)"
     return (
         f"{nodeid} loaded {', '.join(labels)} from the Hub by repo id, and {where} does not list "
-        f"{'it' if len(labels) == 1 else 'them'} (--hf-implicit=fail). Record the loads online with "
+        f"{'it' if len(labels) == 1 else 'them'} ({say('implicit', value='fail')}). Record the loads online with "
         f"`{pins_hint(pin_path)}` and commit the pin file."
     )
 
@@ -176,7 +177,7 @@ def offline_miss_line(label: str, path: str, pin_path: Path | None) -> str:
     return (
         f"hfsnapshot: {label} has no cached {path} for this offline run; record it online with "
         f"`{pins_hint(pin_path)}`, then prefetch it with "
-        f"`pytest --hf-prefetch-only --hf-pins={pin_path if pin_path is not None else _PINS_HINT}`."
+        f"`{pytest_command('prefetch_only', ('pins', pin_path if pin_path is not None else _PINS_HINT))}`."
     )
 
 
