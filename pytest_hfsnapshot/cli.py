@@ -106,7 +106,7 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     from .core.specs import parse_spec
     from .errors import InvalidRequestError
     from .request import SnapshotRequest
-    from .settings import DEFAULT_MAX_RATE_WAIT, Settings
+    from .settings import Settings
     from .snapshot import Snapshot
 
     parser = _prefetch_parser()
@@ -140,6 +140,7 @@ def _prefetch_repos(args: Sequence[str]) -> int:
             offline=True if options.offline else None,
             session=session,
             space_check=options.space_check,
+            max_rate_wait=options.max_rate_wait,
             cache_layers=options.cache_layers or env_layers(),
             pins=pin_file.path if pin_file is not None else None,
         )
@@ -158,7 +159,7 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     checked = options.space_check and not (options.offline or constants.HF_HUB_OFFLINE)
     display = stream_display(sys.stdout)
     try:
-        with gate.for_call(cache_dir, DEFAULT_MAX_RATE_WAIT):  # no session: its windows go at the end
+        with gate.for_call(cache_dir, settings.max_rate_wait):  # no session: its windows go at the end
             result = prefetch(requests, fetch, display, workers=options.workers, plan=plan if checked else None)
     finally:
         outage.remove(cache_dir, session)
@@ -190,17 +191,17 @@ def pins_command(args: Sequence[str]) -> int:
     parser.add_argument("path", metavar="PATH", help="the pin file (a manifest is one too)")
     add_knob_flags(parser, "pins")
     options = parser.parse_args(args)
-    return _pins(options.action, os.path.abspath(options.path), options.retries)
+    return _pins(options.action, os.path.abspath(options.path), options.retries, options.max_rate_wait)
 
 
-def _pins(action: str, path: str, retries: int) -> int:
+def _pins(action: str, path: str, retries: int, max_rate_wait: float) -> int:
     from huggingface_hub import constants
 
     from .core import gate, outage, pins
     from .core.engine import resolve_revision
     from .core.formats import count
     from .errors import HfSnapshotError, InvalidRequestError
-    from .settings import DEFAULT_MAX_RATE_WAIT, Settings
+    from .settings import Settings
 
     name = f"{PROG} pins {action}"
     try:
@@ -214,12 +215,12 @@ def _pins(action: str, path: str, retries: int) -> int:
     # One session for the command: one verdict per outage, so a Hub that is down is waited for once.
     session = "pins-" + uuid.uuid4().hex[:16]
     cache_dir = constants.HF_HUB_CACHE
-    settings = Settings(retries=retries, session=session)
+    settings = Settings(retries=retries, max_rate_wait=max_rate_wait, session=session)
     branches = pin_file.branches()
     commits: dict[pins.Key, str] = {}
     failed: list[str] = []
     try:
-        with gate.for_call(cache_dir, DEFAULT_MAX_RATE_WAIT):
+        with gate.for_call(cache_dir, settings.max_rate_wait):
             for pin in branches:
                 try:
                     commits[pin.key] = resolve_revision(pin.request(), settings)

@@ -13,10 +13,24 @@ from typing import Any
 class HfSnapshotError(Exception):
     """Base class of every error this package raises on purpose."""
 
-    def __init__(self, message: str, *, repo_id: str | None = None, revision: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        repo_id: str | None = None,
+        revision: str | None = None,
+        setting: str | None = None,
+        limit: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.repo_id = repo_id
         self.revision = revision
+        #: The setting the advice of the message is about (a knob of :mod:`pytest_hfsnapshot.settings`,
+        #: such as ``"lock_timeout"``) and the value it had, for callers that act on it without reading
+        #: the message; the message names it as the front end that runs spells it (``--hf-lock-timeout``
+        #: under pytest, ``--lock-timeout`` for a command, ``lock_timeout=`` for ``materialize``).
+        self.setting = setting
+        self.limit = limit
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Exception's own reduce calls ``cls(*args)``, which drops the keyword-only fields (and
@@ -68,7 +82,11 @@ class EntryNotFoundError(HfSnapshotError):
 
 
 class TransientError(HfSnapshotError):
-    """Transient failures (5xx, 429, resets, timeouts, cut bodies) outlasted the retry budget."""
+    """Transient failures (5xx, 429, resets, timeouts, cut bodies) outlasted the retry budget.
+
+    ``attempts``: the attempts made; ``limit``: the ``retries`` setting they were made under (None
+    when the call was not tried: the session had just found the Hub unreachable).
+    """
 
     def __init__(
         self,
@@ -76,10 +94,11 @@ class TransientError(HfSnapshotError):
         *,
         attempts: int,
         filename: str | None = None,
+        retries: int | None = None,
         repo_id: str | None = None,
         revision: str | None = None,
     ) -> None:
-        super().__init__(message, repo_id=repo_id, revision=revision)
+        super().__init__(message, repo_id=repo_id, revision=revision, setting="retries", limit=retries)
         self.attempts = attempts
         self.filename = filename
 
@@ -92,6 +111,7 @@ class RateLimitError(TransientError):
         self.endpoint = endpoint
         self.wait = wait
         self.cap = cap
+        self.setting, self.limit = "max_rate_wait", cap
 
 
 class OfflineMissingError(HfSnapshotError):
@@ -128,8 +148,8 @@ class DiskError(HfSnapshotError):
     transfer because it does not fit), ``filename`` the file being written (a repo path, or a
     path in the cache), ``folder`` where it was written, ``needed`` and ``free`` the bytes a
     space error was about (None when not known). ``cause`` says the same without naming the
-    repo, so that one full disk reads as one line for every snapshot it stopped. Not transient:
-    never retried.
+    repo, so that one full disk reads as one line for every snapshot it stopped. ``setting`` is
+    ``"space_check"`` for a snapshot refused before any transfer. Not transient: never retried.
     """
 
     def __init__(
@@ -142,10 +162,11 @@ class DiskError(HfSnapshotError):
         folder: str | None = None,
         needed: int | None = None,
         free: int | None = None,
+        setting: str | None = None,
         repo_id: str | None = None,
         revision: str | None = None,
     ) -> None:
-        super().__init__(message, repo_id=repo_id, revision=revision)
+        super().__init__(message, repo_id=repo_id, revision=revision, setting=setting)
         self.errno = errno
         self.cause = cause
         self.filename = filename
@@ -155,17 +176,19 @@ class DiskError(HfSnapshotError):
 
 
 class LockTimeoutError(HfSnapshotError, TimeoutError):
-    """The repo lock was not released in time; ``holder`` describes who holds it."""
+    """The repo lock was not released in time; ``holder`` describes who holds it, ``limit`` the
+    ``lock_timeout`` waited."""
 
     def __init__(
         self,
         message: str,
         *,
         holder: dict[str, object] | None = None,
+        timeout: float | None = None,
         repo_id: str | None = None,
         revision: str | None = None,
     ) -> None:
-        super().__init__(message, repo_id=repo_id, revision=revision)
+        super().__init__(message, repo_id=repo_id, revision=revision, setting="lock_timeout", limit=timeout)
         self.holder = holder or {}
 
 
@@ -175,7 +198,7 @@ class LockLostError(HfSnapshotError):
     A lease is lost when its holder does not renew it for the lease length (paused, suspended,
     or cut off from the cache's storage) and a waiter, on this host or another, takes it over.
     ``lock_file`` is the lease's marker file; ``taken_by`` describes the new holder (``host``,
-    ``pid``) where its marker names it.
+    ``pid``) where its marker names it; ``limit`` is the ``lock_lease`` length.
     """
 
     def __init__(
@@ -184,10 +207,11 @@ class LockLostError(HfSnapshotError):
         *,
         lock_file: str,
         taken_by: dict[str, object] | None = None,
+        lease: float | None = None,
         repo_id: str | None = None,
         revision: str | None = None,
     ) -> None:
-        super().__init__(message, repo_id=repo_id, revision=revision)
+        super().__init__(message, repo_id=repo_id, revision=revision, setting="lock_lease", limit=lease)
         self.lock_file = lock_file
         self.taken_by = taken_by or {}
 

@@ -568,6 +568,7 @@ class Settings:
         metadata=knob(
             Seconds(minimum=0.0, infinite=True),
             "longest wait, in seconds, for a rate-limit window of the Hub to reset before failing",
+            cli=("prefetch", "pins"),
         ),
     )
     pins: str | os.PathLike[str] | None = dataclasses.field(

@@ -100,7 +100,7 @@ class Call:
             outage.remember(
                 self.repo.cache_dir, self.settings.session, error_builders.hub(), error_builders.cause(kind)
             )
-        return error_builders.gave_up(self.request, error, kind, attempts, what, filename)
+        return error_builders.gave_up(self.request, error, kind, attempts, what, filename, self.settings.retries)
 
     def retrying(self, what: str, kind: retry.Classification) -> None:
         log.info("hfsnapshot: retrying %s of %s after %s", what, self.request.label, error_builders.cause(kind))

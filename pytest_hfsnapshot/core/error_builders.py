@@ -107,8 +107,9 @@ def gave_up(
     attempts: int,
     what: str,
     filename: str | None,
+    retries: int,
 ) -> TransientError:
-    """A transient failure that outlasted the retry budget (``what``: "the revision", "the download", ...)."""
+    """A transient failure that outlasted the ``retries`` budget (``what``: "the revision", "the download", ...)."""
     filename = filename or failed_file(error)
     where = f", file {filename!r}" if filename else ""
     retrier = "hf_xet" if kind.by_xet else "huggingface_hub"
@@ -120,6 +121,7 @@ def gave_up(
         + ("." if kind.client_retried else f" or raise {say('retries')}."),
         attempts=attempts,
         filename=filename,
+        retries=retries,
         repo_id=request.repo_id,
         revision=request.revision,
     )

@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 from filelock import FileLock
 
 from ..errors import HfSnapshotError, RateLimitError
-from ..settings import DEFAULT_MAX_RATE_WAIT
+from ..settings import DEFAULT_MAX_RATE_WAIT, say
 from . import observe
 from ._hf_compat import client_factory_in_place, client_factory_is
 from .layout import atomic_write_json, endpoint_file, endpoint_lock, gate_dir, read_json
@@ -95,13 +95,10 @@ class Gate:
         session: str,
         *,
         max_wait: float = DEFAULT_MAX_RATE_WAIT,
-        cap_name: str,
     ) -> None:
         self._cache_dir = cache_dir
         self.session = session
         self.max_wait = max_wait
-        #: How the caller's front end spells ``max_wait`` (see pytest_hfsnapshot.settings), for errors.
-        self.cap_name = cap_name
         #: Every folder this process wrote a window to (for the cleanup and the summary).
         self.folders: set[str] = set()
         self._known: dict[str, tuple[int, int, float]] = {}
@@ -200,8 +197,8 @@ class Gate:
         limit = f" (its limit: {policy})" if policy else ""
         return (
             f"The Hub rate-limited this session at {endpoint}{limit}: its window resets in {wait:.0f} s, "
-            f"longer than {self.cap_name}={self.max_wait:g} s allows waiting. Run again later, raise "
-            f"{self.cap_name}, or set HF_TOKEN (signed-in requests get higher limits)."
+            f"longer than {say('max_rate_wait', value=f'{self.max_wait:g}')} s allows waiting. Run again later, "
+            f"raise {say('max_rate_wait')}, or set HF_TOKEN (signed-in requests get higher limits)."
         )
 
     # --- the client factory ---------------------------------------------------------------------
@@ -307,9 +304,7 @@ def release(gate: Gate) -> bool:
 
 
 @contextlib.contextmanager
-def for_call(
-    cache_dir: str | os.PathLike[str], max_wait: float, session: str | None = None, cap_name: str = "max_rate_wait"
-) -> Iterator[Gate]:
+def for_call(cache_dir: str | os.PathLike[str], max_wait: float, session: str | None = None) -> Iterator[Gate]:
     """The gate for work outside a pytest session: the one installed, or one of its own until the work ends.
 
     With ``session`` (an id the caller shares between processes, as the bench's workers do) its
@@ -317,7 +312,7 @@ def for_call(
     live in a folder of this call, removed at the end.
     """
     name = session or "call-" + uuid.uuid4().hex[:16]
-    gate = acquire(lambda: Gate(lambda: cache_dir, name, max_wait=max_wait, cap_name=cap_name))
+    gate = acquire(lambda: Gate(lambda: cache_dir, name, max_wait=max_wait))
     try:
         yield gate
     finally:

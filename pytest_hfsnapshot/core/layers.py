@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import HfSnapshotWarning, InvalidRequestError
-from ..settings import Settings
+from ..settings import LAYERS_ENV, Settings
 from . import state
 from .layout import RepoCache, dropped_layer_file, is_within
 from .verify import ExpectedFile, Problem, ProblemKind, check_file, content_hash, hash_problem, link_target
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pytest_hfsnapshot")
 
-#: The environment variable naming the layers (paths joined by ``os.pathsep``), for the plugin and the CLI.
-LAYERS_ENV = "HFSNAPSHOT_CACHE_LAYERS"
 #: What a layer that stopped working answers, as opposed to a file that is not there.
 DEAD_ERRNOS = frozenset(
     code

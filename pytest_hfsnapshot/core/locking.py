@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from filelock import BaseFileLock, FileLock, LeaseSettingsMismatch, SoftFileLease, Timeout
 
 from ..errors import InvalidRequestError, LockLostError, LockTimeoutError
-from ..settings import lock_lease_from_env, say
+from ..settings import LOCK_LEASE_ENV, lock_lease_from_env, say
 from .layout import RepoCache, flock_probe, is_within, store_file
 from .state import read_holder, write_holder
 from .watch import FolderWatch, wake
@@ -302,6 +302,7 @@ class RepoLock(Generic[T]):
                     self._lost[0],
                     lock_file=str(self.repo.soft_lock_path),
                     taken_by=dict(self._lost[1]),
+                    lease=self.lease,
                     repo_id=self.repo.repo_id,
                 )
             if then is not None:
@@ -398,16 +399,18 @@ class RepoLock(Generic[T]):
         held = f"is held by {describe_holder(marker)}" if marker else "was held"
         if isinstance(theirs, float):
             differ = f"with a lease of {theirs:g}s, but this process uses {self.lease:g}s"
-            example = f"HFSNAPSHOT_LOCK_LEASE={theirs:g}"
+            example = f"{LOCK_LEASE_ENV}={theirs:g}"
         else:
             differ = f"under another lease length than this process's {self.lease:g}s ({detail})"
-            example = "the same HFSNAPSHOT_LOCK_LEASE"
+            example = f"the same {LOCK_LEASE_ENV}"
         return InvalidRequestError(
             f"The hfsnapshot lock on {self.repo.repo_type} {self.repo.repo_id!r} ({self.repo.soft_lock_path}) "
             f"{held} {differ}. Hosts that share a cache must use the same lease length, or a holder could be "
             f"taken over while it works: set {say('lock_lease', with_env=True)} "
             f"to one value on every host, e.g. {example}.",
             repo_id=self.repo.repo_id,
+            setting="lock_lease",
+            limit=self.lease,
         )
 
     def _timeout_error(self, holder: dict[str, Any], waited: float) -> LockTimeoutError:
@@ -438,6 +441,7 @@ class RepoLock(Generic[T]):
             f"Timed out after {waited:.0f}s waiting for the hfsnapshot lock on {self.repo.repo_type} "
             f"{self.repo.repo_id!r}, held by {describe_holder(holder)} ({self.repo.lock_path.parent}). {how}",
             holder=holder,
+            timeout=self.timeout,
             repo_id=self.repo.repo_id,
         )
 
@@ -494,6 +498,7 @@ def wait_for_client_lock(repo: RepoCache, etag: str, filename: str, timeout: flo
             f"of {repo.repo_type} {repo.repo_id!r} ({path}): another process is downloading that file and has "
             "not let go of it (a paused or hung process keeps it). Stop that process, or raise "
             f"{say('lock_timeout')} to wait longer.",
+            timeout=timeout,
             repo_id=repo.repo_id,
         ) from None
 

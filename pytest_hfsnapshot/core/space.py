@@ -163,6 +163,7 @@ def not_enough_space(
         folder=str(short.cache_dir),
         needed=short.needed,
         free=short.free,
+        setting="space_check",
         repo_id=repo_id,
         revision=revision,
     )

@@ -54,12 +54,7 @@ class HfSnapshotSession:
         #: Failed requests' verdicts, shared on disk with the other processes of the session.
         self.failure_memory = FailureMemory(session_id)
         #: The session's rate-limit gate, installed once huggingface_hub's HTTP layer is loaded.
-        self.gate = gate.Gate(
-            options.effective_cache_dir,
-            session_id,
-            max_wait=options.max_rate_wait,
-            cap_name="--hf-max-rate-wait",
-        )
+        self.gate = gate.Gate(options.effective_cache_dir, session_id, max_wait=options.max_rate_wait)
         self._gated = False
         #: Gate folders the workers wrote to, merged in by the controller.
         self.worker_gate_folders: set[str] = set()

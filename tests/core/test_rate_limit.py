@@ -290,3 +290,46 @@ def test_nothing_reaches_a_files_bytes_inside_the_window_they_closed(
     # One file: its requests go one after another, so none was in flight when the 429 came.
     assert into_windows(records, window, in_flight=0) == []
     assert outcome == "download"
+
+
+def test_materialize_words_the_cap_as_its_keyword_and_carries_it(tmp_path: Path) -> None:
+    # In a process of its own: inside this test session the session's gate (and its cap) would serve.
+    script = textwrap.dedent(
+        """
+        import huggingface_hub
+        from pytest_hfsnapshot import RateLimitError, materialize
+        from pytest_hfsnapshot.testing.hub import LocalHub
+
+        with LocalHub() as hub, hub.configure_client("cache"):
+            hub.add_repo("org/limited", {"config.json": "{}"})
+            hub.rate_limit(1, 120, pattern="*/revision/*")
+            huggingface_hub.HfApi().model_info("org/limited", revision="main")  # the window's only request
+            try:
+                materialize("org/limited", max_rate_wait=5)
+            except RateLimitError as error:
+                assert (error.setting, error.limit, error.cap) == ("max_rate_wait", 5, 5), vars(error)
+                print(error)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "longer than max_rate_wait=5 s allows waiting. Run again later, raise max_rate_wait=," in done.stdout
+
+
+def test_prefetch_takes_the_cap_as_its_own_flag(tmp_path: Path, local_hub: LocalHub) -> None:
+    local_hub.add_repo(REPO, {"config.json": CONFIG})
+    local_hub.rate_limit(1, 120, pattern="*/revision/*")
+    huggingface_hub.HfApi().model_info(REPO, revision="main")
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_hfsnapshot", "prefetch", "--repo", REPO, "--max-rate-wait", "5"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "longer than --max-rate-wait=5 s allows waiting. Run again later, raise --max-rate-wait," in done.stdout
+    assert local_hub.request_count("*/revision/*", status=429) == 1

@@ -98,6 +98,7 @@ def test_5xx_on_the_revision_above_budget_names_repo_and_attempts(local_hub: Loc
 
     error = caught.value
     assert error.attempts == 3
+    assert (error.setting, error.limit) == ("retries", 2)
     assert _count(local_hub, "*/revision/*", 503) == 3
     assert REPO in str(error) and "3 attempts" in str(error) and "503" in str(error)
     assert _count(local_hub, "*/resolve/*") == 0

@@ -68,6 +68,7 @@ def test_live_holder_times_out_naming_pid_and_host(local_hub: LocalHub, children
     message = str(caught.value)
     assert f"pid {holder.pid}" in message and socket.gethostname() in message, message
     assert caught.value.holder.get("pid") == holder.pid
+    assert (caught.value.setting, caught.value.limit) == ("lock_timeout", 1)
     assert 1.0 <= waited < 5.0
     assert local_hub.requests == [], "went to the Hub without the lock"
 
