@@ -23,7 +23,7 @@ FileSpec = int | str
 
 def _stats(hub: LocalHub) -> dict[str, Any]:
     counters = hub.counters()  # one consistent copy: the figures below agree with each other
-    stats: dict[str, Any] = {
+    return {
         "requests": len(counters.records),
         "revision_requests": counters.request_count("/api/*/revision/*"),
         "bytes": counters.bytes_served,
@@ -31,7 +31,6 @@ def _stats(hub: LocalHub) -> dict[str, Any]:
         # which match as that file's /resolve path.
         "file_bytes": counters.served("*/resolve/*"),
     }
-    return stats
 
 
 def _serve(conn: Connection, tree_page_size: int) -> None:
@@ -86,10 +85,6 @@ class HubProcess:
         self._process.start()
         child.close()
         self.url: str = self._conn.recv()
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid
 
     def _call(self, command: str, *args: Any, **kwargs: Any) -> Any:
         self._conn.send((command, args, kwargs))

@@ -69,19 +69,16 @@ def rate_limit_window(bench: Bench) -> None:
                 bench.drop(cache)
             counts = window_counts(records, window)
             into[tool], late[tool] = sum(counts[0]), sum(counts[1])
-        bench.rows.append(
-            Row(
-                f"rate-limit-window, {procs} proc, {limit} per {window:g}s",
-                "requests into a window after its first 429",
-                float(into["plugin"]),
-                float(into["hf"]),
-                None,
-                Target("info", 0, "only those in flight"),
-                fmt="{:.0f}",
-                note=f"more than {IN_FLIGHT:g}s after the 429: plugin {late['plugin']}, A {late['hf']}; wall: plugin "
-                f"{walls['plugin'] / window:.1f} windows, A {walls['hf'] / window:.1f}",
-            )
+        note = (
+            f"more than {IN_FLIGHT:g}s after the 429: plugin {late['plugin']}, A {late['hf']}; wall: plugin "
+            f"{walls['plugin'] / window:.1f} windows, A {walls['hf'] / window:.1f}"
         )
+        bench.rows.append(
+            Row(f"rate-limit-window, {procs} proc, {limit} per {window:g}s",
+                "requests into a window after its first 429", float(into["plugin"]), float(into["hf"]), None,
+                Target("info", 0, "only those in flight"),
+                fmt="{:.0f}", note=note)
+        )  # fmt: skip
 
 
 # --- outage-warm-n4 ---------------------------------------------------------------------------------
@@ -131,13 +128,7 @@ def outage_warm(bench: Bench) -> None:
     one_budget = timed(["-k", "test_0_0"], down)
     n4 = timed(["-n", "4"], down)
     bench.rows.append(
-        Row(
-            f"outage-warm-n4, 3 branch snapshots, {retries}",
-            "wall / one retry budget (1 snapshot, 1 process)",
-            n4 / one_budget,
-            None,
-            None,
-            Target("<=", 1.5, "about 1"),
-            note=f"-n 4 {n4:.1f}s, one budget {one_budget:.1f}s",
-        )
-    )
+        Row(f"outage-warm-n4, 3 branch snapshots, {retries}", "wall / one retry budget (1 snapshot, 1 process)",
+            n4 / one_budget, None, None, Target("<=", 1.5, "about 1"),
+            note=f"-n 4 {n4:.1f}s, one budget {one_budget:.1f}s")
+    )  # fmt: skip

@@ -92,8 +92,8 @@ def peers_cold_n4_faults(bench: Bench) -> None:
     """The peer suite on a cold cache under ``-n 4`` with faults, ``--hf-implicit=manage`` against
     plain huggingface_hub (``-p no:hfsnapshot``), per transport, as ABBA rounds: failed tests, file
     bytes served over the distinct files' sizes, and wall."""
-    suite = _suite(bench)
-    sides = {"manage": ("-n", "4", "--hf-implicit=manage"), "plain": ("-n", "4", "-p", "no:hfsnapshot")}
+    suite, n = _suite(bench), str(bench.profile.peer_workers)
+    sides = {"manage": ("-n", n, "--hf-implicit=manage"), "plain": ("-n", n, "-p", "no:hfsnapshot")}
     with _peer_hub() as (hub, commits, repos):
         for transport in bench.transports():
             failed: dict[str, list[int]] = {s: [] for s in sides}
@@ -109,7 +109,7 @@ def peers_cold_n4_faults(bench: Bench) -> None:
                 moved[side].append(repos.file_bytes_ratio(hub, commits))
                 bench.drop(cache)
             hub.clear_faults()
-            label = f"peers-cold-n4-faults, {transport}"
+            label = f"peers-cold-n{n}-faults, {transport}"
             pairs = ratios(walls["manage"], walls["plain"])
             bench.rows += [
                 Row(label, "failed tests (of 15), worst round", max(failed["manage"]), max(failed["plain"]), None,
@@ -131,7 +131,9 @@ def warm_implicit_from_pretrained(bench: Bench) -> None:
     folder.mkdir()
     (folder / "test_warm.py").write_text(WARM_CALLS, encoding="utf-8")
     plain = ("-p", "no:hfsnapshot")
-    sides = {"manage": ("--hf-implicit=manage", "--hf-pins=pins.json"), "plain": plain, "plain-again": plain}
+    sides = bench.sides(
+        {"manage": ("--hf-implicit=manage", "--hf-pins=pins.json"), "plain": plain, "plain-again": plain}
+    )
     per_call: dict[str, dict[str, list[float]]] = {"AutoConfig": {}, "AutoTokenizer": {}, "hf_hub_download": {}}
     requests: dict[str, list[int]] = {s: [] for s in sides}
     with _peer_hub() as (hub, _, _):
@@ -154,21 +156,16 @@ def warm_implicit_from_pretrained(bench: Bench) -> None:
     counts = ", ".join(f"{s} {median(requests[s]):.0f}" for s in sides)
     for loader, ms in per_call.items():
         times = ", ".join(f"{s} {median(ms[s]):.2f} ms" for s in sides)
-        bench.rows.append(
-            ratio_row(
-                f"warm-implicit-from-pretrained, {loader}",
-                ms,
-                1.0,
-                f"per call: {times}; requests per process: {counts}",
-            )
-        )
+        detail = f"per call: {times}; requests per process: {counts}"
+        bench.rows.append(ratio_row(f"warm-implicit-from-pretrained, {loader}", ms, 1.0, detail))
 
 
 def report_against_off(bench: Bench) -> None:
     """The peer suite on a warm cache, ``--hf-implicit=report`` (the default) against ``off``: what
     observing and reporting costs a suite's process wall, as ABBA rounds."""
     suite = _suite(bench)
-    sides = {"report": ("--hf-implicit=report",), "off": ("--hf-implicit=off",), "off-again": ("--hf-implicit=off",)}
+    off = ("--hf-implicit=off",)
+    sides = bench.sides({"report": ("--hf-implicit=report",), "off": off, "off-again": off})
     walls: dict[str, list[float]] = {s: [] for s in sides}
     with _peer_hub() as (hub, _, _):
         cache = bench.new_cache("peers-report")

@@ -60,6 +60,10 @@ class Profile:
     #: timed ``from_pretrained`` calls per process of ``warm-implicit-from-pretrained``.
     peer_rounds: int = 5
     peer_calls: int = 20
+    #: xdist workers of ``peers-cold-n4-faults``.
+    peer_workers: int = 4
+    #: Whether the comparisons of :func:`ratio_row` run their null side (the second side again).
+    nulls: bool = True
 
 
 PROFILES = {
@@ -81,6 +85,8 @@ PROFILES = {
         outage_retries=1,
         peer_rounds=1,
         peer_calls=5,
+        peer_workers=2,
+        nulls=False,
     ),
 }
 
@@ -125,6 +131,10 @@ class Row:
     def passed(self) -> bool | None:
         return self.target.check(self.plugin)
 
+    @property
+    def result(self) -> str:
+        return {True: "PASS", False: "MISS", None: "n/a"}[self.passed]
+
     def cell(self, which: str) -> str:
         if which in self.cells:
             return self.cells[which]
@@ -138,7 +148,7 @@ class Row:
             "cells": {w: self.cell(w) for w in ("plugin", "a", "b")},
             "plugin": self.plugin,
             "target": self.target.text,
-            "result": {True: "PASS", False: "MISS", None: "n/a"}[self.passed],
+            "result": self.result,
             "note": self.note,
         }
 
@@ -159,11 +169,12 @@ def ratios(top: Sequence[float], bottom: Sequence[float]) -> list[float]:
 
 def ratio_row(label: str, sides: dict[str, list[float]], target: float, detail: str) -> Row:
     """The first side over the second as the median of ABBA pairs; the third (the second again) is the null."""
-    top, bottom, again = sides
-    pairs, null = ratios(sides[top], sides[bottom]), ratios(sides[again], sides[bottom])
+    top, bottom, *again = sides
+    pairs = ratios(sides[top], sides[bottom])
+    null = f"({again[0]}/{bottom}) {spread(ratios(sides[again[0]], sides[bottom]))}" if again else "not run"
     return Row(label, f"{top} / {bottom}, median of pairs", median(pairs), 1.0, None,
                Target("<=", target, f"<= {target:g}"), fmt="{:.3f}",
-               note=f"pairs {spread(pairs)}, null ({again}/{bottom}) {spread(null)}; {detail}")  # fmt: skip
+               note=f"pairs {spread(pairs)}, null {null}; {detail}")  # fmt: skip
 
 
 def abba(sides: Sequence[str], rounds: int) -> Iterator[str]:
@@ -229,6 +240,10 @@ class Bench:
         self.rows: list[Row] = []
         self.figures: dict[str, Any] = {}
         self.notes: list[str] = []
+
+    def sides(self, sides: dict[str, Any]) -> dict[str, Any]:
+        """A comparison's sides, without the null (the third) where the profile runs none."""
+        return sides if self.profile.nulls else dict(list(sides.items())[:2])
 
     def transports(self) -> tuple[str, ...]:
         """The transports a per-transport workload runs on: Xet only where the Hub serves it."""

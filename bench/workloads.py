@@ -116,26 +116,15 @@ def cold_8_procs(bench: Bench) -> None:
                 bench.notes.append(f"cold-8-procs ({transport}): {tool} returned an incomplete snapshot")
             bench.drop(cache)
         label = f"cold-8-procs, {repo_bytes / MIB:.0f} MiB, {transport}"
-        bench.rows.append(
-            Row.of_tools(
-                label,
-                "file bytes served / repo bytes",
-                {t: median(served[t]) for t in TOOLS},
-                Target("<=", 1.005, "= 1.00"),
-                fmt="{:.4f}",
-            )
-        )
         pairs = {t: ratios(walls[f"{t}/8"], walls[f"{t}/1"]) for t in TOOLS}
-        bench.rows.append(
-            Row.of_tools(
-                label,
-                "wall 8 proc / 1 proc (same tool), median of pairs",
-                {t: median(pairs[t]) for t in TOOLS},
-                Target("<=", 1.10, "<= 1.10"),
-                note=f"plugin pairs {spread(pairs['plugin'])}; 1 proc: "
-                + ", ".join(f"{t} {median(walls[f'{t}/1']):.2f}s" for t in TOOLS),
-            )
-        )
+        one = ", ".join(f"{t} {median(walls[f'{t}/1']):.2f}s" for t in TOOLS)
+        bench.rows += [
+            Row.of_tools(label, "file bytes served / repo bytes", {t: median(served[t]) for t in TOOLS},
+                         Target("<=", 1.005, "= 1.00"), fmt="{:.4f}"),
+            Row.of_tools(label, "wall 8 proc / 1 proc (same tool), median of pairs",
+                         {t: median(pairs[t]) for t in TOOLS}, Target("<=", 1.10, "<= 1.10"),
+                         note=f"plugin pairs {spread(pairs['plugin'])}; 1 proc: {one}"),
+        ]  # fmt: skip
 
 
 # --- warm-4-files, warm-1000-files ---------------------------------------------------------------
@@ -215,24 +204,11 @@ def warm_branch_8_procs(bench: Bench) -> None:
     label = "warm-branch-8-procs, 2 calls each"
     note = "wall: " + ", ".join(f"{s} {median(walls[s]):.2f}s" for s in sides)
     bench.rows += [
-        Row.of_tools(
-            label,
-            "revision requests per session",
-            {t: median(revision[t]) for t in TOOLS},
-            Target("<=", 1, "<= 1"),
-            fmt="{:.0f}",
-            note=note,
-        ),
-        Row(
-            label + ", --hf-pins",
-            "revision requests per session",
-            median(revision["pinned"]),
-            None,
-            None,
-            Target("<=", 0, "= 0"),
-            fmt="{:.0f}",
-        ),
-    ]
+        Row.of_tools(label, "revision requests per session", {t: median(revision[t]) for t in TOOLS},
+                     Target("<=", 1, "<= 1"), fmt="{:.0f}", note=note),
+        Row(label + ", --hf-pins", "revision requests per session", median(revision["pinned"]), None, None,
+            Target("<=", 0, "= 0"), fmt="{:.0f}"),
+    ]  # fmt: skip
 
 
 # --- repair-truncated-shard ------------------------------------------------------------------------
@@ -272,18 +248,13 @@ def repair_truncated_shard(bench: Bench) -> None:
             column: f"{median(fetched[t]):.3f}" + ("" if repaired[t] else " (left broken)")
             for column, t in zip(("plugin", "a", "b"), TOOLS, strict=True)
         }
+        plugin = median(fetched["plugin"]) if repaired["plugin"] else float("inf")
         bench.rows.append(
-            Row(
-                f"repair-truncated-shard, {sizes[shard] / MIB:.0f} MiB shard, {transport}",
-                "bytes re-downloaded / shard size",
-                median(fetched["plugin"]) if repaired["plugin"] else float("inf"),
-                median(fetched["hf"]),
-                median(fetched["handrolled"]),
-                Target("<=", 1.01, "<= 1.01"),
-                cells=cells,
-                note="every origin counted (Xet: the token, the reconstruction and the chunk headers too)",
-            )
-        )
+            Row(f"repair-truncated-shard, {sizes[shard] / MIB:.0f} MiB shard, {transport}",
+                "bytes re-downloaded / shard size", plugin, median(fetched["hf"]), median(fetched["handrolled"]),
+                Target("<=", 1.01, "<= 1.01"), cells=cells,
+                note="every origin counted (Xet: the token, the reconstruction and the chunk headers too)")
+        )  # fmt: skip
 
 
 # --- cold-1-gib -----------------------------------------------------------------------------------
@@ -392,7 +363,7 @@ def suite_without_snapshots(bench: Bench) -> None:
     env = bench.env(bench.new_cache("suite"))
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)]
     without = [*base, "-p", "no:hfsnapshot"]
-    modes = {"with": base, "without": without, "without-again": without}
+    modes = bench.sides({"with": base, "without": without, "without-again": without})
     subprocess.run([*base, "--co"], env=env, cwd=suite, capture_output=True, check=False)  # writes the .pyc files
     walls: dict[str, list[float]] = {m: [] for m in modes}
     bench.hub.reset()
