@@ -15,16 +15,10 @@ passed the cheap checks is read once, on every core, however many repos and comm
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import dataclasses
-import functools
-import hashlib
 import os
 import shutil
-import socket
 import stat
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -33,10 +27,12 @@ from typing import Any, TextIO
 from ..errors import HfSnapshotError, InvalidRequestError
 from ..request import is_commit, repo_path
 from . import state, usage
-from .formats import count, human_size
+from .doctor_hash import Failure, Hasher
+from .doctor_locks import StaleLock, lock_held, stale_locks, stale_marker
+from .formats import count, human_age, human_size
 from .layers import DEAD_ERRNOS
-from .layout import INCOMPLETE_RE, OWN_DIR, STORE_DIR, XET_HASH_RE, RepoCache, repo_folder_name, repo_of_folder
-from .verify import Entry, ExpectedFile, Problem, ProblemKind, check_file, linked_blob_name, read_buffer
+from .layout import INCOMPLETE_RE, STORE_DIR, XET_HASH_RE, RepoCache, repo_folder_name, repo_of_folder
+from .verify import Entry, ExpectedFile, Problem, ProblemKind, check_file, linked_blob_name
 
 #: The problem kinds, in the order a report lists them.
 KINDS = (
@@ -62,7 +58,6 @@ CACHE_ROOT_NAMES = frozenset({STORE_DIR, ".locks", "CACHEDIR.TAG"})
 NOW_ENV = "HFSNAPSHOT_DOCTOR_NOW"
 _RCLONE_LINK = ".rclonelink"
 NO_LISTING = "no listing (no record of the plugin's, no huggingface_hub tree cache): not checked"
-_INITIAL_PID_NAMESPACE = 0xEFFFFFFC
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,13 +319,6 @@ def scan(
     return scanner.run(only)
 
 
-@dataclasses.dataclass
-class _HashJob:
-    size: int
-    #: (repo state, commit, the listing's entry) of every snapshot file whose bytes these are.
-    users: list[tuple[RepoState, str, ExpectedFile]]
-
-
 class _Scanner:
     def __init__(self, root: Path, *, layer: bool, sha256: bool, layers: Sequence[Path], now: float) -> None:
         self.root = root
@@ -340,17 +328,17 @@ class _Scanner:
         self.now = now
         self.progress = Progress(None)
         self.report = Report(root, layer, sha256, [], {}, {})
-        self.jobs: dict[str, _HashJob] = {}
+        #: Each snapshot file's bytes to hash, with its repo and commit.
+        self.hasher: Hasher[tuple[RepoState, str]] = Hasher()
+        self.links = _Links(root)
         self._seen: set[tuple[str, str, str, str, str]] = set()
-        self._stale_lease_hosts: dict[str, str] = {}
-        #: Store folders found to be real folders (no link on the way), by path.
-        self._real: dict[str, bool] = {}
 
     def run(self, only: Iterable[str] | None) -> Report:
         started = time.monotonic()
         wanted = None if only is None else set(only)
         names = sorted(name for name in list_names(self.root) if repo_of_folder(name) is not None)
-        self._scan_own_locks(wanted)
+        for lock in stale_locks(self.root, self.now, wanted):
+            self.add(_lock_finding(lock, self.root))
         for name in names:
             if wanted is not None and name not in wanted:
                 continue
@@ -396,7 +384,7 @@ class _Scanner:
     def _scan_repo(self, st: RepoState) -> None:
         repo = st.repo
         refs = self._scan_refs(st)
-        commits = self._commits(repo)
+        commits = _commits(repo, self.layer)
         for commit in sorted(commits):
             snap = SnapshotState(commit, tuple(sorted(refs.get(commit, ()))), "", set(), set())
             if (self._check_layer_snapshot if self.layer else self._check_snapshot)(st, snap):
@@ -409,15 +397,6 @@ class _Scanner:
             st.kept.update(f.blob_name for f in tree.values())
             st.kept.update(f.xet for f in tree.values() if f.xet)
         self._scan_incomplete(st)
-
-    def _commits(self, repo: RepoCache) -> set[str]:
-        """The commits to check: snapshot folders; in a layer also those of records and listings."""
-        found = {name for name in list_names(repo.root / "snapshots") if is_commit(name)}
-        if self.layer:
-            found.update(name.split(".", 1)[0] for name in list_names(repo.records_dir) if name.endswith(".json"))
-            found.update(name[: -len(".json")] for name in list_names(repo.root / "trees") if name.endswith(".json"))
-            found = {commit for commit in found if is_commit(commit)}
-        return found
 
     def _scan_refs(self, st: RepoState) -> dict[str, list[str]]:
         """Each ref file: ``bad-ref`` when empty, a link, or not a commit; the refs naming each commit."""
@@ -508,7 +487,7 @@ class _Scanner:
             self.report.files += 1
             if self.report.files % 256 == 0:
                 self._tick()
-            path = self._fast_bytes(blobs, snapshot_dir, f)
+            path = self.links.fast_bytes(blobs, snapshot_dir, f)
             if path is None:
                 f, path = self._slow_check(st, snap, snapshot_dir, f)
                 if path is None:
@@ -518,30 +497,8 @@ class _Scanner:
                 snap.xets.add(f.xet)
             self.report.bytes += f.size
             if self.sha256:
-                self._job(path, st, commit, f)
+                self.hasher.add(path, f, (st, commit))
         return True
-
-    def _fast_bytes(self, blobs: str, snapshot_dir: str, f: ExpectedFile) -> str | None:
-        """The file holding ``f``'s bytes when its entry is as huggingface_hub writes it and of the listed
-        size (a link to ``blobs/<name>``, a regular blob or one linking into the shared store); else None.
-        ``blobs``: the repo's blob folder, ending with ``/``."""
-        name = f.blob or f.etag
-        path = f.path
-        try:
-            if os.readlink(f"{snapshot_dir}/{path}") != "../" * (path.count("/") + 2) + "blobs/" + name:
-                return None
-            info = os.lstat(blobs + name)
-            if stat.S_ISREG(info.st_mode):
-                return blobs + name if info.st_size == f.size else None
-            if not stat.S_ISLNK(info.st_mode):
-                return None
-            store = self._store_of(blobs, name)
-            if store is None or (f.xet and not store.endswith(f.xet)):
-                return None
-            info = os.lstat(store)
-        except OSError:
-            return None
-        return store if stat.S_ISREG(info.st_mode) and info.st_size == f.size else None
 
     def _slow_check(
         self, st: RepoState, snap: SnapshotState, snapshot_dir: str, f: ExpectedFile
@@ -565,18 +522,6 @@ class _Scanner:
         kind, detail = _describe(problem, f, listed_by=snap.listing)
         self._file_problem(st, snap.commit, kind, f.path, detail, _bytes_path(repo, snapshot_dir, f))
         return f, None
-
-    def _store_of(self, blobs: str, name: str) -> str | None:
-        """The shared-store file a repo blob links to (``blobs/<xx>/<xet hash>`` of this cache, reached
-        through no other link), or None."""
-        target = os.path.normpath(os.path.join(blobs, os.readlink(blobs + name)))
-        folder, xet = os.path.split(target)
-        if not XET_HASH_RE.fullmatch(xet) or folder != f"{self.root}/{STORE_DIR}/{xet[:2]}":
-            return None
-        real = self._real.get(folder)
-        if real is None:
-            real = self._real[folder] = os.path.realpath(folder) == folder
-        return target if real else None
 
     def _check_layer_snapshot(self, st: RepoState, snap: SnapshotState) -> bool:
         """A commit of a layer, read by its records and blob names (never through ``snapshots/`` links)."""
@@ -616,7 +561,7 @@ class _Scanner:
             assert file is not None
             self.report.bytes += f.size
             if self.sha256:
-                self._job(str(file), st, commit, f)
+                self.hasher.add(str(file), f, (st, commit))
         return True
 
     def _scan_incomplete(self, st: RepoState) -> None:
@@ -631,10 +576,10 @@ class _Scanner:
             except OSError as error:
                 self._dead(error)
                 continue
-            if not self.layer and _lock_held(repo.blob_lock(match.group("etag")), self.now):
+            if not self.layer and lock_held(repo.blob_lock(match.group("etag")), self.now):
                 self.report.in_flight += 1
                 continue
-            age = _age(self.now - info.st_mtime)
+            age = human_age(self.now - info.st_mtime)
             detail = f"an unfinished download ({human_size(info.st_size)}, {age} old) nobody is writing"
             self.note(repo, "incomplete", "", f"blobs/{name}", detail, str(path), info.st_size)
 
@@ -652,7 +597,7 @@ class _Scanner:
             blob_name = name[: -len(_RCLONE_LINK)] if self.layer and name.endswith(_RCLONE_LINK) else name
             try:
                 if entry.is_symlink():
-                    blob = Blob(blob_name, 0, None if self.layer else _xet_of(self._store_of(blobs, name)))
+                    blob = Blob(blob_name, 0, None if self.layer else _xet_of(self.links.store_of(blobs, name)))
                 elif entry.is_file(follow_symlinks=False):
                     unused = blob_name not in used
                     blob = Blob(blob_name, entry.stat(follow_symlinks=False).st_size if unused else None)
@@ -688,7 +633,8 @@ class _Scanner:
             for name in list_names(folder):
                 path = folder / name
                 if name.endswith((".lock", ".lock.soft")):
-                    self._judge_marker(path, "stale-lock", "", "")
+                    for lock in stale_marker(path, "stale-lock", self.now):
+                        self.add(_lock_finding(lock, self.root))
                     continue
                 if not XET_HASH_RE.fullmatch(name) or not name.startswith(prefix):
                     continue
@@ -715,111 +661,12 @@ class _Scanner:
                     )
                 )
 
-    def _scan_own_locks(self, wanted: set[str] | None) -> None:
-        """The plugin's leases (``stale-lease``), then huggingface_hub's per-blob lock markers (``stale-lock``)."""
-        own = self.root / OWN_DIR / "locks"
-        for name in list_names(own):
-            folder_name, _, suffix = name.rpartition(".")
-            if wanted is not None and folder_name not in wanted:
-                continue
-            found = repo_of_folder(folder_name)
-            repo_id, repo_type = (found[1], found[0]) if found else ("", "")
-            if suffix == "softlock":
-                marker = self._judge_marker(own / name, "stale-lease", repo_id, repo_type)
-                if marker is not None:
-                    self._stale_lease_hosts[folder_name] = str(marker.get("host"))
-            elif suffix == "lock":
-                self._judge_marker(own / name, "stale-lock", repo_id, repo_type)
-        locks = self.root / ".locks"
-        for folder_name in list_names(locks):
-            found = repo_of_folder(folder_name)
-            if found is None or (wanted is not None and folder_name not in wanted):
-                continue
-            gone_host = self._stale_lease_hosts.get(folder_name)
-            for entry in _entries(locks / folder_name):
-                # Where flock works the client's lock files are empty: only a marker names a holder.
-                if not entry.name.endswith(".lock"):
-                    continue
-                try:
-                    size = entry.stat(follow_symlinks=False).st_size
-                except OSError:
-                    continue
-                if size:
-                    self._judge_marker(Path(entry.path), "stale-lock", found[1], found[0], gone_host)
-
-    def _judge_marker(
-        self, path: Path, kind: str, repo_id: str, repo_type: str, gone_host: str | None = None
-    ) -> dict[str, Any] | None:
-        """Report a lock file holding a marker whose holder is gone; the marker, when reported.
-
-        ``gone_host``: a host whose lease on the repo ran out, so its markers of the repo's files are
-        stale too (what a new holder of the lease would clear).
-        """
-        with contextlib.suppress(OSError):
-            if os.lstat(path).st_size == 0:
-                return None  # an empty lock file names no holder: no need to load the locks (filelock)
-        from .locking import read_marker
-
-        marker = read_marker(path)
-        if marker is None:
-            return None
-        why = holder_gone(marker, self.now)
-        if why is None and gone_host is not None and str(marker.get("host")) == gone_host:
-            why = f"held on record by pid {marker.get('pid')} on host {gone_host}, whose lease on the repo ran out"
-        if why is None:
-            return None
-        relative = path.relative_to(self.root).as_posix()
-        self.add(Finding(kind, repo_id, repo_type, "", relative, why, str(path)))
-        return marker
-
     # --- hashing ----------------------------------------------------------------------------------
-    def _job(self, path: str, st: RepoState, commit: str, f: ExpectedFile) -> None:
-        job = self.jobs.get(path)
-        if job is None:
-            job = self.jobs[path] = _HashJob(f.size, [])
-        job.users.append((st, commit, f))
-
     def _hash(self) -> None:
-        """Hash every job's file once, largest first, on every core; ``wrong-hash`` for each user it fails."""
-        jobs = sorted(self.jobs.items(), key=lambda item: -item[1].size)
-        total = sum(job.size for _, job in jobs)
-        done = [0]
-        lock = threading.Lock()
-        local = threading.local()
-
-        def work(item: tuple[str, _HashJob]) -> tuple[dict[bool, str], str | None]:
-            path, job = item
-            buffer = getattr(local, "buffer", None)
-            if buffer is None:
-                buffer = local.buffer = read_buffer()
-            kinds = {f.lfs for _, _, f in job.users}
-            try:
-                return _digests(path, job.size, kinds, buffer, done, lock), None
-            except OSError as error:
-                if error.errno in DEAD_ERRNOS:
-                    raise
-                return {}, str(error.strerror)
-
-        workers = max(1, min(len(jobs), _cores()))
-        with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hfsnapshot-doctor") as pool:
-            futures = {pool.submit(work, item): item for item in jobs}
-            pending = set(futures)
-            while pending:
-                _, pending = concurrent.futures.wait(pending, timeout=0.2)
-                self.progress.show(
-                    f"hfsnapshot doctor: hashing {human_size(done[0])} of {human_size(total)} "
-                    f"({100 * done[0] // max(total, 1)}%)"
-                )
-        self.report.hashed = done[0]
-        for future, (path, job) in futures.items():
-            digests, error = future.result()
-            for st, commit, f in job.users:
-                if error is not None:
-                    self._file_problem(st, commit, "missing", f.path, f"unreadable ({error})", path)
-                elif digests.get(f.lfs) != f.etag:
-                    what = "sha256" if f.lfs else "git-sha1"
-                    detail = f"{what} mismatch: the contents are not the listing's ({_short(path, self.root)})"
-                    self._file_problem(st, commit, "wrong-hash", f.path, detail, path)
+        """Hash every snapshot file's bytes once; ``wrong-hash`` (``missing`` when unreadable) for each that fails."""
+        self.report.hashed, failures = self.hasher.run(self.progress.show)
+        for failure in failures:
+            self._file_problem(*failure.user, *_hash_problem(failure, self.root))
 
     def _tick(self) -> None:
         self.progress.show(f"hfsnapshot doctor: checked {count(self.report.files, 'file')}")
@@ -827,6 +674,50 @@ class _Scanner:
     def _dead(self, error: OSError) -> None:
         if self.layer and error.errno in DEAD_ERRNOS:
             raise error
+
+
+class _Links:
+    """huggingface_hub's links of a writable cache, read the quick way: snapshot entry -> repo blob ->
+    shared-store file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        #: Store folders found to be real folders (no link on the way), by path.
+        self._real: dict[str, bool] = {}
+
+    def fast_bytes(self, blobs: str, snapshot_dir: str, f: ExpectedFile) -> str | None:
+        """The file holding ``f``'s bytes when its entry is as huggingface_hub writes it and of the listed
+        size (a link to ``blobs/<name>``, a regular blob or one linking into the shared store); else None.
+        ``blobs``: the repo's blob folder, ending with ``/``."""
+        name = f.blob or f.etag
+        path = f.path
+        try:
+            if os.readlink(f"{snapshot_dir}/{path}") != "../" * (path.count("/") + 2) + "blobs/" + name:
+                return None
+            info = os.lstat(blobs + name)
+            if stat.S_ISREG(info.st_mode):
+                return blobs + name if info.st_size == f.size else None
+            if not stat.S_ISLNK(info.st_mode):
+                return None
+            store = self.store_of(blobs, name)
+            if store is None or (f.xet and not store.endswith(f.xet)):
+                return None
+            info = os.lstat(store)
+        except OSError:
+            return None
+        return store if stat.S_ISREG(info.st_mode) and info.st_size == f.size else None
+
+    def store_of(self, blobs: str, name: str) -> str | None:
+        """The shared-store file a repo blob links to (``blobs/<xx>/<xet hash>`` of this cache, reached
+        through no other link), or None."""
+        target = os.path.normpath(os.path.join(blobs, os.readlink(blobs + name)))
+        folder, xet = os.path.split(target)
+        if not XET_HASH_RE.fullmatch(xet) or folder != f"{self.root}/{STORE_DIR}/{xet[:2]}":
+            return None
+        real = self._real.get(folder)
+        if real is None:
+            real = self._real[folder] = os.path.realpath(folder) == folder
+        return target if real else None
 
 
 def repo_folder(finding: Finding) -> str:
@@ -839,80 +730,35 @@ def sort_findings(findings: list[Finding]) -> None:
     findings.sort(key=_order)
 
 
-# --- holders -----------------------------------------------------------------------------------
-
-
-def holder_gone(marker: dict[str, Any], now: float) -> str | None:
-    """Why the holder a lock marker names is gone, or None while it may live.
-
-    Gone: its pid is not running on this host, or it holds a lease on another host left unrenewed
-    past its length. A marker of another host without a lease is never judged (nothing tells).
-    """
-    pid, host = marker.get("pid"), str(marker.get("host"))
-    if host in this_host_names():
-        if isinstance(pid, int) and not _alive(pid):
-            return f"held on record by pid {pid} on this host ({host}), which is not running"
-        return None
-    lease, renewed = marker.get("lease"), marker.get("renewed")
-    if isinstance(lease, float) and isinstance(renewed, float) and now - renewed > lease:
-        unrenewed = _age(now - renewed)
-        return f"the lease of pid {pid} on host {host} went unrenewed for {unrenewed} (its length: {lease:g}s)"
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def this_host_names() -> frozenset[str]:
-    """The names a lock marker written on this host carries: the hostname, and filelock's form of it
-    inside a PID namespace (a container)."""
-    name = socket.gethostname()
-    names = {name}
-    with contextlib.suppress(OSError):
-        namespace = os.stat("/proc/self/ns/pid").st_ino
-        if namespace != _INITIAL_PID_NAMESPACE:
-            names.add(f"{name}?pidns-{namespace:x}")
-    return frozenset(names)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's process
-    return True
-
-
-def _lock_held(path: Path, now: float) -> bool:
-    """Whether a live process holds huggingface_hub's lock file ``path`` (a flock, or a marker), probed
-    without creating or changing anything."""
-    from .locking import read_marker
-
-    marker = read_marker(path)
-    if marker is not None:
-        return holder_gone(marker, now) is None
-    try:
-        import fcntl
-    except ImportError:
-        return False
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
 # --- helpers -------------------------------------------------------------------------------------
+
+
+def _commits(repo: RepoCache, layer: bool) -> set[str]:
+    """The commits to check: snapshot folders; in a layer also those of records and listings."""
+    found = {name for name in list_names(repo.root / "snapshots") if is_commit(name)}
+    if layer:
+        found.update(name.split(".", 1)[0] for name in list_names(repo.records_dir) if name.endswith(".json"))
+        found.update(name[: -len(".json")] for name in list_names(repo.root / "trees") if name.endswith(".json"))
+        found = {commit for commit in found if is_commit(commit)}
+    return found
+
+
+def _lock_finding(lock: StaleLock, root: Path) -> Finding:
+    """The finding of a lock file whose holder is gone (of no repo when its folder name is none)."""
+    found = repo_of_folder(lock.folder)
+    repo_id, repo_type = (found[1], found[0]) if found else ("", "")
+    relative = lock.path.relative_to(root).as_posix()
+    return Finding(lock.kind, repo_id, repo_type, "", relative, lock.reason, str(lock.path))
+
+
+def _hash_problem(failure: Failure[tuple[RepoState, str]], root: Path) -> tuple[str, str, str, str]:
+    """The kind, path, words and file of a snapshot file whose contents failed (``missing`` when unreadable)."""
+    f = failure.file
+    if failure.error is not None:
+        return "missing", f.path, f"unreadable ({failure.error})", failure.path
+    what = "sha256" if f.lfs else "git-sha1"
+    detail = f"{what} mismatch: the contents are not the listing's ({_short(failure.path, root)})"
+    return "wrong-hash", f.path, detail, failure.path
 
 
 def _describe(problem: Problem, f: ExpectedFile, *, listed_by: str) -> tuple[str, str]:
@@ -987,35 +833,6 @@ def _layer_bytes(repo: RepoCache, root: Path, f: ExpectedFile) -> tuple[Path | N
     return None, problem
 
 
-def _digests(
-    path: str, size: int, kinds: set[bool], buffer: memoryview, done: list[int], lock: threading.Lock
-) -> dict[bool, str]:
-    """The file's sha256 (``True`` in ``kinds``) and git blob sha1 (``False``), in one read."""
-    sha256 = hashlib.sha256() if True in kinds else None
-    sha1 = None
-    if False in kinds:
-        sha1 = hashlib.sha1()
-        sha1.update(b"blob %d\0" % size)
-    with open(path, "rb", buffering=0) as handle:
-        while True:
-            n = handle.readinto(buffer)
-            if not n:
-                break
-            chunk = buffer[:n]
-            if sha256 is not None:
-                sha256.update(chunk)
-            if sha1 is not None:
-                sha1.update(chunk)
-            with lock:
-                done[0] += n
-    out = {}
-    if sha256 is not None:
-        out[True] = sha256.hexdigest()
-    if sha1 is not None:
-        out[False] = sha1.hexdigest()
-    return out
-
-
 def _order(finding: Finding) -> tuple[bool, str, str, str, int, str]:
     """Repo by repo (the shared store last), each snapshot's findings together, kinds in :data:`KINDS` order."""
     return (
@@ -1069,12 +886,6 @@ def _entries(folder: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
         return []
 
 
-def _cores() -> int:
-    """The cores this process may run on."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-
-
 def walk_entries(folder: Path) -> Iterator[tuple[str, Path]]:
     """Every entry below ``folder`` that is not a folder (links included, never followed): relative
     path (``/``-separated) and path, sorted."""
@@ -1105,14 +916,6 @@ def _lstat_mode(path: Path) -> int:
         return 0
 
 
-def _age(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= length:
-            return f"{seconds / length:.1f} {unit}"
-    return f"{seconds:.0f} s"
-
-
 def _short(path: str, root: Path) -> str:
     try:
         return Path(path).relative_to(root).as_posix()
@@ -1131,13 +934,11 @@ __all__ = [
     "RepoState",
     "Report",
     "SnapshotState",
-    "holder_gone",
     "list_names",
     "now_from_env",
     "open_cache",
     "repo_folder",
     "scan",
     "sort_findings",
-    "this_host_names",
     "walk_entries",
 ]

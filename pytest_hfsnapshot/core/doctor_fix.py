@@ -33,7 +33,8 @@ from ..errors import HfSnapshotError, InvalidRequestError, LockTimeoutError
 from ..request import SnapshotRequest, is_commit, repo_path
 from ..settings import Settings, VerifyMode
 from . import outage, state, usage
-from .doctor import Finding, Report, RepoState, holder_gone, list_names, scan, walk_entries
+from .doctor import Finding, Report, RepoState, list_names, scan, walk_entries
+from .doctor_locks import holder_gone
 from .formats import count, human_size
 from .layout import RepoCache, read_json, repo_of_folder, store_file
 from .verify import linked_blob_name

@@ -1,4 +1,4 @@
-"""How sizes, counts and requests are written in what users read (the summary, prefetch, the demo)."""
+"""How sizes, ages, counts and requests are written in what users read (the summary, prefetch, the demo, the doctor)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,15 @@ def human_size(size: int) -> str:
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def human_age(seconds: float) -> str:
+    """90 -> '1.5 min'; 7200 -> '2.0 h'; a negative age is 0 s."""
+    seconds = max(0.0, seconds)
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def count(n: int, noun: str) -> str:
@@ -59,4 +68,4 @@ def failure_groups(rows: Iterable[FailureRow]) -> list[tuple[str, str]]:
     return lines
 
 
-__all__ = ["FailureRow", "count", "failure_groups", "human_size", "request_label"]
+__all__ = ["FailureRow", "count", "failure_groups", "human_age", "human_size", "request_label"]
