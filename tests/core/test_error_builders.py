@@ -88,8 +88,9 @@ def test_a_refused_write_of_our_own_names_the_path_of_the_oserror(tmp_path: Path
 def test_a_give_up_names_the_file_the_origin_and_who_retried() -> None:
     error = failed_request(503)
     kind = retry.classify(error)
-    built = error_builders.gave_up(REQUEST, error, kind, 3, "the download", None)
+    built = error_builders.gave_up(REQUEST, error, kind, 3, "the download", None, 2)
     assert isinstance(built, TransientError) and (built.attempts, built.filename) == (3, "weights/model.safetensors")
+    assert (built.setting, built.limit) == ("retries", 2)
     assert str(built) == (
         "Gave up on the download of org/x@v1, file 'weights/model.safetensors' at http://127.0.0.2:9 after "
         "3 attempts: last cause HfHubHTTPError (HTTP 503). The Hub or the network is failing; retry later "
@@ -97,14 +98,14 @@ def test_a_give_up_names_the_file_the_origin_and_who_retried() -> None:
     )
     xet = RuntimeError("CAS Client Error: HTTP status server error (503 Service Unavailable), domain: x")
     by_xet = error_builders.gave_up(
-        REQUEST, xet, retry.classify(xet, through_xet=True), 1, "the download", "model.safetensors"
+        REQUEST, xet, retry.classify(xet, through_xet=True), 1, "the download", "model.safetensors", 0
     )
     assert "after 1 attempt (hf_xet had already retried it with its own backoff): last cause RuntimeError" in str(
         by_xet
     )
     assert str(by_xet).endswith("retry later.")
     head = failed_request(503, method="HEAD")
-    by_client = error_builders.gave_up(REQUEST, head, retry.classify(head), 1, "the download", None)
+    by_client = error_builders.gave_up(REQUEST, head, retry.classify(head), 1, "the download", None, 0)
     assert "(huggingface_hub had already retried it with its own backoff)" in str(by_client)
 
 

@@ -114,7 +114,7 @@ def test_anything_else_says_what_failed_with_the_class_and_status() -> None:
 def test_a_give_up_names_what_where_how_often_and_the_last_cause(
     error: BaseException, what: str, filename: str | None, message: str
 ) -> None:
-    gave_up = error_builders.gave_up(REQUEST, error, retry.classify(error), 3, what, filename)
+    gave_up = error_builders.gave_up(REQUEST, error, retry.classify(error), 3, what, filename, 2)
 
     assert isinstance(gave_up, TransientError)
     assert str(gave_up) == message
@@ -125,7 +125,7 @@ def test_a_give_up_names_what_where_how_often_and_the_last_cause(
 def test_one_attempt_is_singular() -> None:
     error = http_error(status=500, url=f"{HUB}/api/models/org/tiny/revision/v1")
     assert " after 1 attempt: " in str(
-        error_builders.gave_up(REQUEST, error, retry.classify(error), 1, "the revision", None)
+        error_builders.gave_up(REQUEST, error, retry.classify(error), 1, "the revision", None, 0)
     )
 
 
