@@ -1,31 +1,16 @@
 """One rate-limit gate for every request huggingface_hub sends during a test session (or a ``materialize`` call).
 
-huggingface_hub honours a 429's ``RateLimit``/``Retry-After`` only inside the call that met it
-(and re-sends a metadata HEAD at once first); nothing is shared between its calls, its download
-threads, or the processes of a test session. The gate is built on its public client-factory
-hook (``huggingface_hub.set_client_factory``): the factory in place (the user's own, or the
-default) still makes the client, and the gate adds two event hooks to it:
+huggingface_hub honours a 429's ``RateLimit``/``Retry-After`` only inside the call that met it;
+nothing is shared between its calls, its threads, or the processes of a session. The gate adds two
+event hooks to the client the factory in place makes (``huggingface_hub.set_client_factory``): a
+429 that says when its window resets is written to one small file per endpoint in the session's
+gate folder; before a request, one ``stat`` of its endpoint's file lets it go, waits for the reset,
+or raises :class:`~pytest_hfsnapshot.errors.RateLimitError` past the cap. An endpoint is an origin,
+its API (``/api/...``) apart, as the Hub keeps separate quotas for them.
 
-- on a response: a 429 that says when the window resets (``RateLimit: "api";r=0;t=55``, or
-  ``Retry-After``) is written to one small file per endpoint in the session's gate folder
-  (``gate/{session}/`` in :mod:`pytest_hfsnapshot.core.layout`'s layout), and logged once per window;
-- before a request: one ``stat`` of its endpoint's file. Absent (the warm path, no 429 met):
-  the request goes. Present: the request waits until the window's reset, or raises
-  :class:`~pytest_hfsnapshot.errors.RateLimitError` when the reset is further away than the cap.
-
-An endpoint is an origin plus, on it, the API (``/api/...``) apart from everything else, as the
-Hub keeps separate quotas for its API and its file resolvers. hf_xet's own requests (CAS
-reconstructions, xorb ranges, and with telemetry on its ``POST /v1/telemetry`` after each file)
-are made by its Rust HTTP client, out of reach of these hooks: the gate neither holds them nor
-learns of the 429s they meet. hf_xet retries those itself, ignoring ``Retry-After`` (5 retries,
-each after a random share of 3 s, 9 s, 27 s, 81 s, 243 s by default; ``HF_XET_CLIENT_RETRY_*``),
-so its retries land inside the closed window and no other process of the session waits
-(``tests/core/test_rate_limit.py`` shows it). The first CAS token of a download is asked by
-huggingface_hub, so it is gated; a token hf_xet refreshes mid-download (it is handed the token
-route) is asked by hf_xet itself, so it is not.
-
-Removing the gate puts the factory that was in place back (unless the user set another one
-meanwhile) and closes the gated client: nothing of it outlives the session.
+hf_xet's own requests (CAS, xorb ranges) go through its Rust client, out of reach of the hooks: it
+retries their 429s itself, ignoring ``Retry-After`` (``tests/core/test_rate_limit.py`` shows it).
+Removing the gate puts the factory that was in place back and closes the gated client.
 """
 
 from __future__ import annotations

@@ -1,46 +1,16 @@
 """Prefetch: make a list of snapshots ready, several repos at once, with progress; no pytest here.
 
 :func:`prefetch` is given the requests and the function that fetches one, and reports on a
-:class:`Display`. Two callers:
+:class:`Display`. Its callers: the plugin's ``prefetch_only`` run of a selection
+(:mod:`pytest_hfsnapshot.plugin.prefetch_run`) and ``pytest-hfsnapshot prefetch --repo ...``
+(:mod:`pytest_hfsnapshot.cli`, a process that never imports pytest). Repos are worked on in
+threads, the requests of one repo one after another (they would only wait on its lock).
 
-- the plugin's ``prefetch_only`` run of a selection (and ``pytest-hfsnapshot prefetch [pytest arguments]``):
-  :mod:`pytest_hfsnapshot.plugin.prefetch_run` gathers the snapshots the selected tests declare, plus
-  those of the ini option ``hf_prefetch``, and fetches them through the plugin's session;
-- ``pytest-hfsnapshot prefetch --repo org/name[@revision] ...`` (:mod:`pytest_hfsnapshot.cli`)
-  fetches the repos given with ``materialize``, in a process that never imports pytest.
-
-The ini option ``hf_prefetch`` declares the snapshots tests get through the ``hf_snapshots(...)``
-factory, which no collection can see. One per line: ``org/name[@revision]`` (``datasets/org/name``
-or ``spaces/org/name`` for other repo types), or a JSON object with the factory's arguments
-(see :func:`pytest_hfsnapshot.core.specs.parse_spec`)::
-
-    [pytest]
-    hf_prefetch =
-        org/tiny-model@v1.0
-        {"repo_id": "org/corpus", "repo_type": "dataset", "allow_patterns": ["*.json"]}
-
-Parallelism: requests are grouped by repo; up to :data:`DEFAULT_WORKERS` repos are worked on at
-once in threads, the requests of one repo one after another (they would only wait on its lock).
-
-Progress: on a terminal one status line is redrawn in place (the snapshots in flight, elapsed
-time) and a line is printed as each snapshot is done; elsewhere (CI logs) only those lines.
-
-Space: given a ``plan`` (what each request would fetch, see
-:func:`pytest_hfsnapshot.core.engine.plan_request`), the whole set is checked against the cache's free
-space before any transfer (:mod:`pytest_hfsnapshot.core.space`), blobs the snapshots share counted once.
-When it does not fit, **nothing is transferred**: every snapshot that needs a transfer fails with
-the same :class:`~pytest_hfsnapshot.errors.DiskError` (the bytes needed, the bytes free, the
-biggest snapshots), and only those already complete in the cache are made ready. Transfers that
-cannot all finish would spend CI minutes on a run that fails anyway, and a subset chosen to fit
-would fail the tests that need the rest just the same. Planning takes the revision and listing
-each request needs anyway, and leaves them where the fetch finds them; a request whose plan
-fails (the Hub refusing, failing, ...) is left to its fetch, which says why.
-
-Exit status: ready when every snapshot is; after a table of what failed and why, not ready when
-any is not. Repos the Hub refuses whose tests skip by design (gated, a token without access, a
-repo declared ``private=True``) are listed apart: with the default ``on_auth_error="skip"`` (or
-``"xfail"``) they do not fail the prefetch; with ``"fail"`` they do. A repo the Hub does not show
-that is not declared private (a typo as often as not), and a rejected token, always fail it.
+Given a ``plan``, the whole set is checked against the cache's free space before any transfer:
+when it does not fit, nothing is transferred (a subset chosen to fit would fail the tests that need
+the rest just the same), and every snapshot that needs a transfer fails with the same
+:class:`~pytest_hfsnapshot.errors.DiskError`. The ini option, the exit status and the refused repos
+are described in ``docs/how-to/prefetch-offline.md``.
 """
 
 from __future__ import annotations
