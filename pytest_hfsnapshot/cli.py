@@ -59,21 +59,25 @@ def prefetch_command(args: Sequence[str]) -> int:
     if not any(arg in ("--repo", "--pins") or arg.startswith(("--repo=", "--pins=")) for arg in args):
         # A fresh interpreter, not pytest.main here: this process has imported this package and
         # huggingface_hub's dependencies already, which pytest would warn it cannot assert-rewrite.
-        return subprocess.call([sys.executable, "-m", "pytest", "--hf-prefetch-only", *args])
+        from .settings import spelling
+
+        return subprocess.call([sys.executable, "-m", "pytest", str(spelling("prefetch_only").flag), *args])
     return _prefetch_repos(args)
 
 
 def _prefetch_parser() -> argparse.ArgumentParser:
     from .core.prefetch import DEFAULT_WORKERS
+    from .settings import pytest_command, spelling
 
     parser = argparse.ArgumentParser(
         prog=f"{PROG} prefetch",
         usage=f"{PROG} prefetch [PYTEST ARGS...]\n       {PROG} prefetch [--repo SPEC ...] [--pins PATH] [options]",
         description=(
             "Materialize Hugging Face Hub snapshots ahead of a test run, several repos in parallel. "
-            "With pytest arguments (or none): run `pytest --hf-prefetch-only` with them, fetching every "
+            f"With pytest arguments (or none): run `{pytest_command('prefetch_only')}` with them, fetching every "
             "snapshot the selected tests declare and running no test (e.g. `prefetch tests/ -k bert "
-            "--hf-manifest=hf-manifest.json`). With --repo: fetch the given snapshots, without pytest. With "
+            f"{spelling('manifest').flag}=hf-manifest.json`). With --repo: fetch the given snapshots, without "
+            "pytest. With "
             "--pins: also fetch the implicit uses the pin file records (its entries with files: exactly those "
             "paths at the pinned commits, with the markers of their missing paths), without pytest. "
             "Exit 0 when all are ready, 1 when any is not."
@@ -178,10 +182,13 @@ def _prefetch_repos(args: Sequence[str]) -> int:
 
 def pins_command(args: Sequence[str]) -> int:
     """``pins check PATH`` / ``pins update PATH``: has any pinned branch or tag moved on the Hub?"""
+    from .settings import spelling
+
     parser = argparse.ArgumentParser(
         prog=f"{PROG} pins",
         description=(
-            "Ask the Hub what each branch and tag of a pin file (--hf-pins) points at now, and print one line "
+            f"Ask the Hub what each branch and tag of a pin file ({spelling('pins').flag}) points at now, and "
+            "print one line "
             "per moved pin, `org/name@main: <old commit> -> <new commit>`, on stdout. check: exit 1 when any "
             "moved, 0 when none. update: rewrite the moved entries (atomically), exit 0. Both exit 2 for a "
             "malformed pin file or when the Hub cannot answer for a pin. Needs no pytest."

@@ -16,6 +16,7 @@ import pytest
 from ..core import pins
 from ..core.formats import count
 from ..errors import InvalidRequestError
+from ..settings import spelling
 from .options import Options
 from .snapshot_uses import SnapshotUse
 
@@ -160,7 +161,7 @@ def _not_pinned_lines(pin_file: pins.PinFile, uses: Iterable[SnapshotUse]) -> li
     them = "it" if n == 1 else "them"
     return [
         f"hfsnapshot: {count(n, 'snapshot')} {were} not pinned in {pin_file.path} and {were} resolved on the Hub: "
-        f"{_listed(labels)}; pin {them} with --hf-update-pins"
+        f"{_listed(labels)}; pin {them} with {spelling('update_pins').flag}"
     ]
 
 

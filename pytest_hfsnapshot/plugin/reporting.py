@@ -13,6 +13,7 @@ from ..core import manifest
 from ..core.credentials import hub_token, token_set
 from ..core.formats import FailureRow, count, failure_groups, human_size, request_label
 from ..core.gate import Waited
+from ..settings import spelling
 from .options import Options
 from .snapshot_uses import SnapshotUse, primary_uses
 
@@ -81,10 +82,11 @@ def write_summary(
 
 def factory_note(tests: int) -> str:
     """Said once when tests use the factory and ``hf_prefetch`` is empty: a prefetch cannot see them."""
+    listed, only = spelling("prefetch").ini, spelling("prefetch_only").flag
     return (
         f"hfsnapshot: {count(tests, 'test')} {'uses' if tests == 1 else 'use'} the hf_snapshots factory and the ini "
-        "option hf_prefetch is empty: a prefetch (--hf-prefetch-only) cannot see factory calls, so an offline "
-        "run will miss their snapshots; list them in hf_prefetch"
+        f"option {listed} is empty: a prefetch ({only}) cannot see factory calls, so an offline "
+        f"run will miss their snapshots; list them in {listed}"
     )
 
 

@@ -17,7 +17,7 @@ from huggingface_hub import constants as hf_constants
 from ..core.credentials import token_set
 from ..errors import AuthError, HfSnapshotError, OfflineMissingError
 from ..request import SnapshotRequest
-from ..settings import AUTH_ACTIONS, AuthAction
+from ..settings import AUTH_ACTIONS, AuthAction, pytest_command, spelling
 from .options import Options
 
 #: The report (and exception) attribute holding ``{"action": ..., "reason": ...}`` for refused accesses.
@@ -64,8 +64,8 @@ class Verdict:
 #: Appended to an offline "not cached" verdict for a snapshot the ``hf_snapshots`` factory asked for.
 FACTORY_OFFLINE_HINT = (
     " The hf_snapshots factory's snapshots are prefetched only when they are listed in the ini option "
-    "hf_prefetch (one org/name[@revision] or JSON object per line): no collection can see a factory call. "
-    "Add it there, then run `pytest --hf-prefetch-only` online."
+    f"{spelling('prefetch').ini} (one org/name[@revision] or JSON object per line): no collection can see a "
+    f"factory call. Add it there, then run `{pytest_command('prefetch_only')}` online."
 )
 
 
