@@ -31,7 +31,15 @@ from .doctor_hash import Failure, Hasher
 from .doctor_locks import StaleLock, lock_held, stale_locks, stale_marker
 from .formats import count, human_age, human_size
 from .layers import DEAD_ERRNOS
-from .layout import INCOMPLETE_RE, STORE_DIR, XET_HASH_RE, RepoCache, repo_folder_name, repo_of_folder
+from .layout import (
+    INCOMPLETE_RE,
+    STORE_DIR,
+    XET_HASH_RE,
+    RepoCache,
+    list_names,
+    repo_folder_name,
+    repo_of_folder,
+)
 from .verify import Entry, ExpectedFile, Problem, ProblemKind, check_file, linked_blob_name
 
 #: The problem kinds, in the order a report lists them.
@@ -899,14 +907,6 @@ def walk_entries(folder: Path) -> Iterator[tuple[str, Path]]:
                 yield f"{entry.name}/{name}", path
         else:
             yield entry.name, Path(entry.path)
-
-
-def list_names(folder: Path) -> list[str]:
-    """The names in ``folder``, sorted; none when it is missing or not a folder."""
-    try:
-        return sorted(os.listdir(folder))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
 
 
 def _lstat_mode(path: Path) -> int:

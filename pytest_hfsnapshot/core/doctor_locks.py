@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .formats import human_age
-from .layout import OWN_DIR, repo_of_folder
+from .layout import OWN_DIR, list_names, repo_of_folder
 
 _INITIAL_PID_NAMESPACE = 0xEFFFFFFC
 
@@ -45,7 +45,7 @@ def stale_locks(root: Path, now: float, wanted: set[str] | None) -> list[StaleLo
     found: list[StaleLock] = []
     gone_hosts: dict[str, str] = {}
     own = root / OWN_DIR / "locks"
-    for name in _names(own):
+    for name in list_names(own):
         folder_name, _, suffix = name.rpartition(".")
         if wanted is not None and folder_name not in wanted:
             continue
@@ -57,7 +57,7 @@ def stale_locks(root: Path, now: float, wanted: set[str] | None) -> list[StaleLo
         elif suffix == "lock":
             found += stale_marker(own / name, "stale-lock", now, folder_name)
     locks = root / ".locks"
-    for folder_name in _names(locks):
+    for folder_name in list_names(locks):
         if repo_of_folder(folder_name) is None or (wanted is not None and folder_name not in wanted):
             continue
         for path in _client_lock_files(locks / folder_name):
@@ -176,14 +176,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True  # another user's process
     return True
-
-
-def _names(folder: Path) -> list[str]:
-    """The names in ``folder``, sorted; none when it is missing or not a folder."""
-    try:
-        return sorted(os.listdir(folder))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
 
 
 __all__ = ["StaleLock", "holder_gone", "lock_held", "stale_locks", "stale_marker", "this_host_names"]

@@ -539,3 +539,11 @@ def read_json(path: Path) -> Any | None:
             return json.load(handle)
     except (OSError, ValueError):
         return None
+
+
+def list_names(folder: Path) -> list[str]:
+    """The names in ``folder``, sorted; none when it is missing or not a folder."""
+    try:
+        return sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
