@@ -149,6 +149,8 @@ SLOW_TESTS = {
     "core/test_rate_limit.py": {
         "test_a_429_on_a_file_head_is_not_sent_again_before_the_reset",
         "test_materialize_outside_pytest_has_a_gate_for_the_call",
+        "test_materialize_words_the_cap_as_its_keyword_and_carries_it",
+        "test_prefetch_takes_the_cap_as_its_own_flag",
         "test_prefetch_threads_share_the_gate",
     },
     "core/test_xet_settings.py": {"test_the_engines_xet_transfers_run_with_the_bounded_buffer"},
