@@ -50,10 +50,6 @@ _ADVICE = {
 _DEFAULT_ADVICE = "Check the cache's filesystem, or {move} another folder."
 
 
-def _said_advice(template: str) -> str:
-    return template.format(move=f"point {say('cache_dir')} / HF_HUB_CACHE at")
-
-
 @dataclasses.dataclass(frozen=True)
 class Blob:
     """One file a transfer will write. ``key`` names the bytes on disk, so that a blob shared counts once."""
@@ -152,7 +148,7 @@ def not_enough_space(
     message = (
         f"{text} (ENOSPC) for {what}: {human_size(short.needed)} needed in {short.cache_dir} "
         f"({human_size(short.to_fetch)} in {detail}; plus a {human_size(short.margin)} margin) and that "
-        f"filesystem has {human_size(short.free)} free. Nothing was transferred. {_said_advice(_SPACE_ADVICE)} "
+        f"filesystem has {human_size(short.free)} free. Nothing was transferred. {advice(errnos.ENOSPC)} "
         f"To skip this check (a filesystem whose free space means nothing), use {say('space_check')}."
     )
     return DiskError(
@@ -191,9 +187,8 @@ def filesystem_error(
         if needed:
             sizes.insert(0, f"it still needs {human_size(needed)}")
         said = " and ".join(s for s in sizes if s)
-        message += f": {said}. {_said_advice(_SPACE_ADVICE)}" if said else f". {_said_advice(_SPACE_ADVICE)}"
-    else:
-        message += f". {advice(number)}"
+        message += f": {said}" if said else ""
+    message += f". {advice(number)}"
     return DiskError(
         message,
         errno=number,
@@ -222,8 +217,10 @@ def written_path(error: BaseException) -> tuple[str | None, str | None]:
 def advice(number: int) -> str:
     """What to do about a filesystem refusal with this error number."""
     if number in SPACE_ERRNOS:
-        return _said_advice(_SPACE_ADVICE)
-    return _said_advice(_ADVICE.get(errnos.errorcode.get(number, ""), _DEFAULT_ADVICE))
+        template = _SPACE_ADVICE
+    else:
+        template = _ADVICE.get(errnos.errorcode.get(number, ""), _DEFAULT_ADVICE)
+    return template.format(move=f"point {say('cache_dir')} / HF_HUB_CACHE at")
 
 
 def _said(number: int) -> str:
