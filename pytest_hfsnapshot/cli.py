@@ -77,9 +77,8 @@ def _prefetch_parser() -> argparse.ArgumentParser:
             f"With pytest arguments (or none): run `{pytest_command('prefetch_only')}` with them, fetching every "
             "snapshot the selected tests declare and running no test (e.g. `prefetch tests/ -k bert "
             f"{spelling('manifest').flag}=hf-manifest.json`). With --repo: fetch the given snapshots, without "
-            "pytest. With "
-            "--pins: also fetch the implicit uses the pin file records (its entries with files: exactly those "
-            "paths at the pinned commits, with the markers of their missing paths), without pytest. "
+            "pytest. With --pins: also fetch the implicit uses the pin file records (its entries with files: "
+            "exactly those paths at the pinned commits, with the markers of their missing paths), without pytest. "
             "Exit 0 when all are ready, 1 when any is not."
         ),
     )
@@ -188,9 +187,8 @@ def pins_command(args: Sequence[str]) -> int:
         prog=f"{PROG} pins",
         description=(
             f"Ask the Hub what each branch and tag of a pin file ({spelling('pins').flag}) points at now, and "
-            "print one line "
-            "per moved pin, `org/name@main: <old commit> -> <new commit>`, on stdout. check: exit 1 when any "
-            "moved, 0 when none. update: rewrite the moved entries (atomically), exit 0. Both exit 2 for a "
+            "print one line per moved pin, `org/name@main: <old commit> -> <new commit>`, on stdout. check: exit "
+            "1 when any moved, 0 when none. update: rewrite the moved entries (atomically), exit 0. Both exit 2 for a "
             "malformed pin file or when the Hub cannot answer for a pin. Needs no pytest."
         ),
     )
