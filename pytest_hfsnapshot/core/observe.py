@@ -141,13 +141,16 @@ class Observer:
     def _refused(self, repo_type: str, repo_id: str, revision: str, code: str) -> None:
         """The Hub refused a load: recorded, and (for offline runs) whether a token was set then."""
         self.recorder.note(repo_type, repo_id, revision, refused=code)
-        kept = (str(self._cache_dir()), repo_type, repo_id, code, token_set())
-        if code in _TOKEN_REFUSALS and not self.offline() and kept not in self._refusals_kept:
+        if code not in _TOKEN_REFUSALS or self.offline():
+            return
+        with_token = token_set()
+        kept = (str(self._cache_dir()), repo_type, repo_id, code, with_token)
+        if kept not in self._refusals_kept:
             # Once per process for each refusal and token situation: library code refused on every
             # call (a repo-info probe it catches) writes no file per request.
             self._refusals_kept.add(kept)
             state.remember_implicit_refusal(
-                RepoCache(self._cache_dir(), repo_id, repo_type), code=code, token_set=kept[4]
+                RepoCache(self._cache_dir(), repo_id, repo_type), code=code, token_set=with_token
             )
 
     def _refusal_stands(self, repo_type: str, repo_id: str, code: str) -> bool:
