@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.core import doctor
+from pytest_hfsnapshot.core.doctor import scan as doctor
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 GIB = 1 << 30

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_hfsnapshot.core import pins
+from pytest_hfsnapshot.core.cache import pins
 
 from .limits import outage_warm, rate_limit_window
 from .peers import peers_cold_n4_faults, report_against_off, warm_implicit_from_pretrained

@@ -28,7 +28,7 @@ from .errors import (
 from .snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from .core.engine import materialize
+    from .core.engine.engine import materialize
     from .plugin.declarations import snapshot_fixture
 
 __version__ = "0.1.0"
@@ -42,7 +42,7 @@ def __getattr__(name: str) -> Any:
 
         return snapshot_fixture
     if name == "materialize":
-        from .core.engine import materialize
+        from .core.engine.engine import materialize
 
         return materialize
     raise AttributeError(f"module 'pytest_hfsnapshot' has no attribute {name!r}")

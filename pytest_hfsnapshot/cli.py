@@ -66,7 +66,7 @@ def prefetch_command(args: Sequence[str]) -> int:
 
 
 def _prefetch_parser() -> argparse.ArgumentParser:
-    from .core.prefetch import DEFAULT_WORKERS
+    from .core.engine.prefetch import DEFAULT_WORKERS
     from .settings import pytest_command, spelling
 
     parser = argparse.ArgumentParser(
@@ -101,12 +101,15 @@ def _prefetch_repos(args: Sequence[str]) -> int:
     # Imported per command, so `--help` and the pytest path stay quick.
     from huggingface_hub import constants
 
-    from .core import gate, manifest, outage, pinned_files, pins
-    from .core.engine import layer_roots, materialize_request, plan_request
-    from .core.layers import env_layers, open_layers
-    from .core.prefetch import prefetch, report_lines, stream_display
-    from .core.space import Need
-    from .core.specs import parse_spec
+    from .core.cache import pins
+    from .core.cache.layers import env_layers, open_layers
+    from .core.engine import manifest
+    from .core.engine.engine import layer_roots, materialize_request, plan_request
+    from .core.engine.prefetch import prefetch, report_lines, stream_display
+    from .core.engine.space import Need
+    from .core.engine.specs import parse_spec
+    from .core.hub import gate, outage
+    from .core.implicit import pinned_files
     from .errors import InvalidRequestError
     from .request import SnapshotRequest
     from .settings import Settings
@@ -202,9 +205,10 @@ def pins_command(args: Sequence[str]) -> int:
 def _pins(action: str, path: str, retries: int, max_rate_wait: float) -> int:
     from huggingface_hub import constants
 
-    from .core import gate, outage, pins
-    from .core.engine import resolve_revision
-    from .core.formats import count
+    from .core.cache import pins
+    from .core.cache.formats import count
+    from .core.engine.engine import resolve_revision
+    from .core.hub import gate, outage
     from .errors import HfSnapshotError, InvalidRequestError
     from .settings import Settings
 
@@ -355,9 +359,10 @@ def doctor_command(args: Sequence[str]) -> int:
 
     from huggingface_hub import constants
 
-    from .core import doctor, doctor_fix
-    from .core.formats import count
-    from .core.layers import env_layers
+    from .core.cache.formats import count
+    from .core.cache.layers import env_layers
+    from .core.doctor import fix as doctor_fix
+    from .core.doctor import scan as doctor
     from .errors import InvalidRequestError
     from .settings import DEFAULT_LOCK_TIMEOUT
 

@@ -58,7 +58,7 @@ class AuthError(HfSnapshotError):
 
     ``reason`` is one of ``"gated"``, ``"unauthorized"``, ``"not_found_or_private"``,
     ``"invalid_token"`` (the token itself was rejected). The pytest layer maps it to a skip
-    (``--hf-on-auth-error``) or a failure: see :func:`pytest_hfsnapshot.core.refusals.skips`.
+    (``--hf-on-auth-error``) or a failure: see :func:`pytest_hfsnapshot.core.hub.refusals.skips`.
     """
 
     def __init__(

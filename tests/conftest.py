@@ -37,9 +37,9 @@ import pytest
 # modules it imported from sys.modules, but a submodule stays reachable as an attribute of its
 # package (`from pytest_hfsnapshot import retry`), so a later run would mix that old module, and
 # the huggingface_hub error classes it holds, with freshly imported ones.
-import pytest_hfsnapshot.core.engine
-import pytest_hfsnapshot.core.prefetch
-import pytest_hfsnapshot.core.refusals  # noqa: F401
+import pytest_hfsnapshot.core.engine.engine
+import pytest_hfsnapshot.core.engine.prefetch
+import pytest_hfsnapshot.core.hub.refusals  # noqa: F401
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 TRANSPORTS = ("xet", "xet-noshare", "http")

@@ -10,27 +10,44 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_hfsnapshot"
+#: The wings of the core, lowest first: each may import the wings below it, never one above.
+#: Implicit use and the doctor are both on top and import neither each other.
+WINGS = ("core.cache", "core.hub", "core.engine", "core.implicit", "core.doctor")
+#: The whole core: its root (the package and ``_hf_compat``, the one door to huggingface_hub's
+#: private names) and its wings.
+CORE = {"core", *WINGS}
 #: The folders of the package and what each may import, besides itself. The public face is the
 #: modules directly in the package (errors, snapshot, request, settings); they import only each other.
 MAY_IMPORT = {
     "face": {"face"},
     "core": {"face"},
-    "plugin": {"face", "core"},
-    "testing": {"face", "core"},
-    "demo": {"face", "core", "testing"},
+    "core.cache": {"face", "core"},
+    "core.hub": {"face", "core", "core.cache"},
+    "core.engine": {"face", "core", "core.cache", "core.hub"},
+    "core.implicit": {"face", "core", "core.cache", "core.hub", "core.engine"},
+    "core.doctor": {"face", "core", "core.cache", "core.hub", "core.engine"},
+    # The session's Hub endpoint (CONTRACT section 11), a package of its own beside the core.
+    "endpoint": {"face", *CORE},
+    "plugin": {"face", *CORE, "endpoint"},
+    "testing": {"face", *CORE},
+    "demo": {"face", *CORE, "testing"},
     # The command line runs the core's commands and the kit's `serve`, never pytest in-process.
-    "cli": {"face", "core", "testing"},
+    "cli": {"face", *CORE, "testing"},
     # `import pytest_hfsnapshot` hands out materialize and snapshot_fixture on first use.
-    "front": {"face", "core", "plugin"},
+    "front": {"face", *CORE, "plugin"},
 }
+#: Folders MAY_IMPORT names ahead of their arrival on this branch.
+NOT_YET_HERE = {"endpoint"}
 MAX_TOP_MODULES = 8
 
 
 def layer(name: str) -> str:
-    """The folder a module belongs to, as ``MAY_IMPORT`` names it."""
+    """The folder a module belongs to, as ``MAY_IMPORT`` names it (a wing for the core's subpackages)."""
     parts = name.split(".")
     if name == "pytest_hfsnapshot":
         return "front"
+    if parts[1] == "core" and len(parts) > 2 and (PACKAGE / "core" / parts[2]).is_dir():
+        return f"core.{parts[2]}"
     if (PACKAGE / parts[1]).is_dir():
         return parts[1]
     return "cli" if parts[1] in ("cli", "__main__") else "face"
@@ -63,15 +80,15 @@ def package_modules() -> dict[str, Path]:
     return found
 
 
-def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """What ``name`` imports at run time, in functions too; ``if TYPE_CHECKING:`` blocks are skipped."""
+def imports(name: str, path: Path, known: set[str], *, typing: bool = False) -> set[str]:
+    """What ``name`` imports at run time, in functions too; ``if TYPE_CHECKING:`` blocks only with ``typing``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not typing and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             pending.extend(node.orelse)
             continue
         pending.extend(ast.iter_child_nodes(node))
@@ -87,13 +104,13 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """The package's modules and, for each, the package modules it imports."""
+def import_graph(*, typing: bool = False) -> dict[str, set[str]]:
+    """The package's modules and, for each, the package modules it imports (for type checks too with ``typing``)."""
     modules = package_modules()
     known = set(modules)
     graph = {}
     for name, path in modules.items():
-        found = imports(name, path, known)
+        found = imports(name, path, known, typing=typing)
         # A module's own parent packages are imported before it, whatever it imports: not an edge.
         graph[name] = {target for target in found if target in known and not f"{name}.".startswith(f"{target}.")}
     return graph
@@ -138,10 +155,14 @@ def test_no_import_cycle_deferred_or_not() -> None:
     assert cycles(import_graph()) == []
 
 
+def test_no_cycle_even_through_the_imports_for_type_checks() -> None:
+    assert cycles(import_graph(typing=True)) == []
+
+
 def test_the_graph_sees_imports_inside_functions() -> None:
     graph = import_graph()
     # Both are imported inside functions only.
-    assert "pytest_hfsnapshot.core.engine" in graph["pytest_hfsnapshot.plugin.session"]
+    assert "pytest_hfsnapshot.core.engine.engine" in graph["pytest_hfsnapshot.plugin.session"]
     assert "pytest_hfsnapshot.plugin.prefetch_run" in graph["pytest_hfsnapshot.plugin.hooks"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -165,7 +186,31 @@ def test_each_folder_imports_only_the_folders_below_it() -> None:
         for name, targets in graph.items()
     }
     assert {name: targets for name, targets in offending.items() if targets} == {}
-    assert {layer(name) for name in graph} == set(MAY_IMPORT), "a folder was added or removed: update MAY_IMPORT"
+    found = {layer(name) for name in graph}
+    assert set(MAY_IMPORT) - NOT_YET_HERE <= found <= set(MAY_IMPORT), (
+        "a folder was added or removed: update MAY_IMPORT"
+    )
+
+
+def test_the_core_is_its_root_and_the_wings_in_order() -> None:
+    # Every folder of the core is a wing, and every wing of the order is a folder.
+    folders = {f"core.{path.parent.name}" for path in (PACKAGE / "core").glob("*/__init__.py")}
+    assert folders == set(WINGS)
+    assert {layer(name) for name in package_modules() if name.startswith("pytest_hfsnapshot.core")} == CORE
+    # A wing may import only the wings below it in the order (and the core's root), never one above.
+    for rank, wing in enumerate(WINGS):
+        assert MAY_IMPORT[wing] & CORE <= {"core", *WINGS[:rank]}, wing
+    # ... and the imports the wings make run that way, those for type checks too: no arrow points up.
+    graph = import_graph(typing=True)
+    upward = sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        for target in targets
+        if layer(name) in WINGS and layer(target) in WINGS and WINGS.index(layer(target)) > WINGS.index(layer(name))
+    )
+    assert upward == []
+    assert layer("pytest_hfsnapshot.core.cache.layout") == "core.cache"
+    assert layer("pytest_hfsnapshot.core._hf_compat") == layer("pytest_hfsnapshot.core") == "core"
 
 
 def test_only_the_plugin_and_the_entry_points_import_pytest() -> None:
@@ -199,7 +244,11 @@ def test_plugin_start_up_imports_no_http_stack() -> None:
         "import sys, pytest_hfsnapshot.plugin.hooks, pytest_hfsnapshot.testing.plugin; print('\\n'.join(sys.modules))"
     ).split()
     heavy = {"httpx", "httpx2", "huggingface_hub.errors", "huggingface_hub.utils", "huggingface_hub.hf_api"}
-    ours = {"pytest_hfsnapshot.core.engine", "pytest_hfsnapshot.core.prefetch", "pytest_hfsnapshot.core.refusals"}
+    ours = {
+        "pytest_hfsnapshot.core.engine.engine",
+        "pytest_hfsnapshot.core.engine.prefetch",
+        "pytest_hfsnapshot.core.hub.refusals",
+    }
     assert sorted(set(loaded) & (heavy | ours)) == []
 
 
@@ -208,7 +257,7 @@ def test_every_core_module_imports_where_pytest_cannot_be() -> None:
 
     pytest_free = pytest_modules(import_graph())
     core = sorted(name for name in package_modules() if name not in pytest_free)
-    assert "pytest_hfsnapshot.core.prefetch" in core
+    assert "pytest_hfsnapshot.core.engine.prefetch" in core
     run_python(NO_PYTEST + "".join(f"import {name}\n" for name in core))
     layer = subprocess.run(
         [sys.executable, "-c", NO_PYTEST + "import pytest_hfsnapshot.plugin.hooks"], capture_output=True

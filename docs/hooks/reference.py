@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from pytest_hfsnapshot import cli
-from pytest_hfsnapshot.core.locking import MODE_ENV
+from pytest_hfsnapshot.core.cache.locking import MODE_ENV
 from pytest_hfsnapshot.plugin.options import OPTIONS
 from pytest_hfsnapshot.settings import KNOBS, Knob
 

@@ -32,7 +32,7 @@ What is reached, what for, and the fallback:
 - ``huggingface_hub.file_download._hf_hub_download_to_cache_dir`` (looked up as a module global by
   ``hf_hub_download``, which every library binds at import) and the code of the public
   ``try_to_load_from_cache`` (also bound at import): implicit Hub use is seen and managed there
-  (:mod:`pytest_hfsnapshot.core.observe`). Without them, :class:`HubCompatibilityError`.
+  (:mod:`pytest_hfsnapshot.core.implicit.observe`). Without them, :class:`HubCompatibilityError`.
 - The HTTP client's ``_transport`` and ``_mounts`` (httpx, httpx2): the offline guard answers
   requests in the Hub's stead. Without them, :class:`HubCompatibilityError`.
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from huggingface_hub import snapshot_download
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
-from ..core.formats import human_size
+from ..core.cache.formats import human_size
 from ..testing.half_written import truncated_blob
 from ..testing.hub import LocalHub
 from ..testing.serve import client_exports, load_folder

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from ..core.credentials import hub_token
+from ..core.hub.credentials import hub_token
 from ..errors import InvalidRequestError
 from ..request import RequestKeywords, SnapshotRequest, keywords_signature
 from ..snapshot import Snapshot

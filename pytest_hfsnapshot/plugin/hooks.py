@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..core import gate, outage
-from ..core.formats import human_size
-from ..core.offline import force_offline
+from ..core.cache.formats import human_size
+from ..core.hub import gate, outage
+from ..core.hub.offline import force_offline
 from ..errors import InvalidRequestError
 from ..request import RequestKeywords, SnapshotRequest
 from ..settings import AUTH_ACTIONS, MISSING_ACTIONS, VERIFY_MODES, serve_front

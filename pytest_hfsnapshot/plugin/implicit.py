@@ -1,6 +1,6 @@
 """Implicit Hub use in a test session (``--hf-implicit``): which test made it, the summary, ``fail``.
 
-The core sees and manages the loads (:mod:`pytest_hfsnapshot.core.observe`); this module tells it
+The core sees and manages the loads (:mod:`pytest_hfsnapshot.core.implicit.observe`); this module tells it
 which test is running, ships each xdist worker's uses to the controller, adds what child processes
 left in the cache, writes the ``hf implicit`` section, fails the tests ``fail`` mode refuses, and
 adds one line to the failure of a load an offline run could not serve.
@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from ..core import cache_changes, file_materialize, observe, pins
-from ..core.formats import human_size
-from ..core.implicit import COLLECTION, SESSION, ImplicitUse, Key, merged
+from ..core.cache import pins
+from ..core.cache.formats import human_size
+from ..core.implicit import cache_changes, file_materialize, observe
+from ..core.implicit.uses import COLLECTION, SESSION, ImplicitUse, Key, merged
 from ..request import snapshot_label
 from ..settings import pytest_command, say
 from .options import Options

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from ..core.layers import open_layers
-from ..core.offline import env_offline
+from ..core.cache.layers import open_layers
+from ..core.hub.offline import env_offline
 from ..errors import InvalidRequestError
 from ..settings import KNOBS, NEEDS_PIN_FILE, Knob, PluginSettings, Settings, spelling
 
@@ -106,7 +106,7 @@ def _read(config: pytest.Config, option: Knob) -> Any:
 def read_options(config: pytest.Config) -> Options:
     """The run's options; a pytest.UsageError naming the flag, ini option or variable when a value is invalid."""
     values = {option.name: _read(config, option) for option in OPTIONS}
-    # HF_HUB_OFFLINE is read here too: see pytest_hfsnapshot.core.offline.
+    # HF_HUB_OFFLINE is read here too: see pytest_hfsnapshot.core.hub.offline.
     values["offline"] = bool(values["offline"]) or env_offline()
     offline, update = spelling("offline"), spelling("update_pins")
     if values["update_pins"]:

@@ -1,6 +1,6 @@
 """Pin files in a test session: ``--hf-pins`` read at configure time, ``--hf-update-pins`` written at its end.
 
-The engine resolves a pinned branch or tag itself (:mod:`pytest_hfsnapshot.core.pins`); this module
+The engine resolves a pinned branch or tag itself (:mod:`pytest_hfsnapshot.core.cache.pins`); this module
 turns a malformed file into a usage error, writes the update once in the controller from every
 process's snapshot uses (the workers' arrive through ``workeroutput``, see
 :mod:`pytest_hfsnapshot.plugin.session`), and says in the summary what moved and what was not pinned.
@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..core import pins
-from ..core.formats import count
+from ..core.cache import pins
+from ..core.cache.formats import count
 from ..errors import InvalidRequestError
 from ..settings import spelling
 from .options import Options
 from .snapshot_uses import SnapshotUse
 
 if TYPE_CHECKING:
-    from ..core.implicit import ImplicitUse
+    from ..core.implicit.uses import ImplicitUse
 
 #: The commit a refused implicit use is pinned to: the Hub named none (a pin entry needs one).
 NO_COMMIT = "0" * 40
@@ -109,7 +109,7 @@ def recorded(implicit: Sequence[ImplicitUse], options: Options) -> dict[pins.Key
 
 
 def _resolve(use: ImplicitUse, options: Options) -> str | None:
-    from ..core.engine import resolve_revision
+    from ..core.engine.engine import resolve_revision
     from ..errors import HfSnapshotError
     from ..request import SnapshotRequest
 

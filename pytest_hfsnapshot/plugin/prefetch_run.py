@@ -3,8 +3,8 @@
 The selected tests are collected (paths, ``-k`` and ``-m`` apply); the snapshots they declare
 (``snapshot_fixture`` fixtures in their closure, the closest ``hf_snapshot`` marker), those of
 the ini option ``hf_prefetch`` and the implicit uses the pin file records (its entries with
-``files``, :mod:`pytest_hfsnapshot.core.pinned_files`) are fetched through the session object by
-:func:`pytest_hfsnapshot.core.prefetch.prefetch`; ``--hf-manifest`` is written as after any run; no
+``files``, :mod:`pytest_hfsnapshot.core.implicit.pinned_files`) are fetched through the session object by
+:func:`pytest_hfsnapshot.core.engine.prefetch.prefetch`; ``--hf-manifest`` is written as after any run; no
 test runs. The exit status is 0 when every snapshot is ready, 1 when any is not; a run that
 selects no test and declares nothing keeps pytest's "no tests collected" status (5).
 
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..core import pinned_files
-from ..core.prefetch import Display, PrefetchResult, fit, prefetch, report_lines
-from ..core.specs import parse_spec
+from ..core.engine.prefetch import Display, PrefetchResult, fit, prefetch, report_lines
+from ..core.engine.specs import parse_spec
+from ..core.implicit import pinned_files
 from ..errors import InvalidRequestError
 from ..request import SnapshotRequest
 from ..snapshot import Snapshot
@@ -31,7 +31,7 @@ from .declarations import requests_for_items
 from .session import HfSnapshotSession
 
 if TYPE_CHECKING:
-    from ..core.space import Need
+    from ..core.engine.space import Need
 
 _RESULT_KEY = pytest.StashKey[PrefetchResult]()
 _DIST_OFF_KEY = pytest.StashKey[bool]()
@@ -86,7 +86,7 @@ def planner(state: HfSnapshotSession) -> Callable[[SnapshotRequest], Need] | Non
     options = state.options
     if not options.space_check or options.effective_offline():
         return None
-    from ..core.engine import plan_request  # a prefetch run needs the engine anyway
+    from ..core.engine.engine import plan_request  # a prefetch run needs the engine anyway
 
     def plan(request: SnapshotRequest) -> Need:
         return plan_request(request, options.settings(state.session_id))

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from ..core import manifest
-from ..core.credentials import hub_token, token_set
-from ..core.formats import FailureRow, count, failure_groups, human_size, request_label
-from ..core.gate import Waited
+from ..core.cache.formats import FailureRow, count, failure_groups, human_size, request_label
+from ..core.engine import manifest
+from ..core.hub.credentials import hub_token, token_set
+from ..core.hub.gate import Waited
 from ..settings import spelling
 from .options import Options
 from .snapshot_uses import SnapshotUse, primary_uses

@@ -2,7 +2,7 @@
 
 It holds the run's options, the snapshots this process handed out (one materialization per
 request), and the verdicts of failed requests, shared with the session's other processes
-through :class:`~pytest_hfsnapshot.core.state.FailureMemory` so each failing request is
+through :class:`~pytest_hfsnapshot.core.cache.state.FailureMemory` so each failing request is
 asked of the Hub once.
 
 With pytest-xdist, each worker ships its :class:`~pytest_hfsnapshot.plugin.snapshot_uses.SnapshotUse`
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..core import gate
 from ..core._hf_compat import http_client_loaded
-from ..core.formats import FailureRow, request_label
-from ..core.state import FailureMemory
+from ..core.cache.formats import FailureRow, request_label
+from ..core.cache.state import FailureMemory
+from ..core.hub import gate
 from ..errors import AuthError, HfSnapshotError, HfSnapshotWarning
 from ..request import SnapshotRequest
 from ..snapshot import Snapshot
@@ -33,7 +33,7 @@ from .snapshot_uses import SnapshotUse, request_key
 from .verdicts import Verdict, auth_outcome, for_failure
 
 if TYPE_CHECKING:
-    from ..core.implicit import ImplicitUse
+    from ..core.implicit.uses import ImplicitUse
     from .implicit import ImplicitSession
 
 _WORKERINPUT_SESSION = "hfsnapshot_session"
@@ -88,7 +88,7 @@ class HfSnapshotSession:
         opts = self.options
         # Imported on the first snapshot, not at start-up: a suite that needs none does not pay
         # for huggingface_hub's HTTP stack.
-        from ..core.engine import materialize_request
+        from ..core.engine.engine import materialize_request
 
         self.install_gate()
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from ..core.credentials import token_set
+from ..core.hub.credentials import token_set
 from ..errors import AuthError, HfSnapshotError, OfflineMissingError
 from ..request import SnapshotRequest
 from ..settings import AUTH_ACTIONS, AuthAction, pytest_command, spelling
@@ -47,7 +47,7 @@ class Verdict:
         return exc
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for :class:`~pytest_hfsnapshot.core.state.FailureMemory`."""
+        """Plain data for :class:`~pytest_hfsnapshot.core.cache.state.FailureMemory`."""
         return dataclasses.asdict(self)
 
     @classmethod
@@ -78,7 +78,7 @@ def for_failure(
     the ``hf_prefetch`` ini option, the only way a prefetch sees it).
     """
     if isinstance(error, AuthError):
-        from ..core.refusals import auth_message, skips  # on first use: see for_test_code
+        from ..core.hub.refusals import auth_message, skips  # on first use: see for_test_code
 
         message = auth_message(
             error.reason,
@@ -112,7 +112,7 @@ def for_test_code(exc: BaseException, options: Options) -> Verdict | None:
     """
     # Imported on the first failing test, not at start-up: classification needs
     # huggingface_hub's errors, and with them its HTTP client.
-    from ..core.refusals import auth_message, auth_repo, classify_auth, skips
+    from ..core.hub.refusals import auth_message, auth_repo, classify_auth, skips
 
     reason = classify_auth(exc)
     if reason is None:

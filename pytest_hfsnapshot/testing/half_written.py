@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Concatenate, Generic, ParamSpec
 
-from ..core.layout import RepoCache, is_within
-from ..core.state import write_holder
+from ..core.cache.layout import RepoCache, is_within
+from ..core.cache.state import write_holder
 from ..request import SnapshotRequest
 from ..settings import lock_lease_from_env
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from ..core.formats import count, human_size
+from ..core.cache.formats import count, human_size
 from ..request import repo_path
 from .hub import LocalHub
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants, get_token
 
-from pytest_hfsnapshot.core import credentials
+from pytest_hfsnapshot.core.hub import credentials
 
 
 @pytest.mark.parametrize(

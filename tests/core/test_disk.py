@@ -24,9 +24,10 @@ import pytest
 from conftest import raised_from
 
 from pytest_hfsnapshot import DiskError, HfSnapshotError
-from pytest_hfsnapshot.core import retry, space
-from pytest_hfsnapshot.core.layout import RepoCache
-from pytest_hfsnapshot.core.verify import ExpectedFile
+from pytest_hfsnapshot.core.cache.layout import RepoCache
+from pytest_hfsnapshot.core.cache.verify import ExpectedFile
+from pytest_hfsnapshot.core.engine import space
+from pytest_hfsnapshot.core.hub import retry
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 MiB = 1024 * 1024

@@ -23,8 +23,9 @@ from reliability.conftest import repo_files, tree_digest
 
 from pytest_hfsnapshot import materialize
 from pytest_hfsnapshot.cli import main
-from pytest_hfsnapshot.core import doctor, usage
-from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.cache import usage
+from pytest_hfsnapshot.core.cache.layout import RepoCache
+from pytest_hfsnapshot.core.doctor import scan as doctor
 from pytest_hfsnapshot.testing.half_written import HalfWritten
 from pytest_hfsnapshot.testing.hub import LocalHub
 

@@ -25,8 +25,9 @@ from pytest_hfsnapshot import (
     RevisionNotFoundError,
     TransientError,
 )
-from pytest_hfsnapshot.core import error_builders, outage, retry
-from pytest_hfsnapshot.core.verify import ExpectedFile
+from pytest_hfsnapshot.core.cache.verify import ExpectedFile
+from pytest_hfsnapshot.core.engine import error_builders
+from pytest_hfsnapshot.core.hub import outage, retry
 from pytest_hfsnapshot.request import SnapshotRequest
 
 REQUEST = SnapshotRequest.build("org/x", revision="v1")

@@ -19,7 +19,8 @@ from pytest_hfsnapshot import (
     RevisionNotFoundError,
     TransientError,
 )
-from pytest_hfsnapshot.core import error_builders, retry
+from pytest_hfsnapshot.core.engine import error_builders
+from pytest_hfsnapshot.core.hub import retry
 from pytest_hfsnapshot.request import SnapshotRequest
 
 HUB = "https://hub.test"

@@ -10,7 +10,7 @@ import pytest
 
 import pytest_hfsnapshot
 from pytest_hfsnapshot import settings
-from pytest_hfsnapshot.core import space
+from pytest_hfsnapshot.core.engine import space
 
 CORE = Path(pytest_hfsnapshot.__file__).parent / "core"
 

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_hfsnapshot.core import error_builders, gate
+from pytest_hfsnapshot.core.engine import error_builders
+from pytest_hfsnapshot.core.hub import gate
 
 
 @pytest.mark.parametrize(

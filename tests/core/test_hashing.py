@@ -18,8 +18,8 @@ import pytest
 from conftest import file_byte_bodies, file_fetches
 
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.core.hashing import BATCH, ArrivalHasher
-from pytest_hfsnapshot.core.verify import ExpectedFile, content_hash
+from pytest_hfsnapshot.core.cache.hashing import BATCH, ArrivalHasher
+from pytest_hfsnapshot.core.cache.verify import ExpectedFile, content_hash
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 MIB = 1 << 20

@@ -22,8 +22,9 @@ import huggingface_hub.constants as constants
 import pytest
 
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.core import _hf_compat, layout
-from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core import _hf_compat
+from pytest_hfsnapshot.core.cache import layout
+from pytest_hfsnapshot.core.cache.layout import RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_hfsnapshot"

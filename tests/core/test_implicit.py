@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from huggingface_hub import hf_hub_download, snapshot_download
 
-from pytest_hfsnapshot.core import cache_changes, hub_calls, local_answers, pins
-from pytest_hfsnapshot.core.implicit import ImplicitUse, Recorder, merged
+from pytest_hfsnapshot.core.cache import pins
+from pytest_hfsnapshot.core.hub import hub_calls
+from pytest_hfsnapshot.core.implicit import cache_changes, local_answers
+from pytest_hfsnapshot.core.implicit.uses import ImplicitUse, Recorder, merged
 from pytest_hfsnapshot.errors import InvalidRequestError
 from pytest_hfsnapshot.testing.hub import LocalHub
 

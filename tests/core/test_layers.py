@@ -28,8 +28,8 @@ from conftest import file_fetches
 from huggingface_hub import hf_hub_download, scan_cache_dir, snapshot_download
 
 from pytest_hfsnapshot import HfSnapshotWarning, InvalidRequestError, Snapshot, materialize
-from pytest_hfsnapshot.core.engine import plan_request
-from pytest_hfsnapshot.core.layout import OWN_DIR, RepoCache
+from pytest_hfsnapshot.core.cache.layout import OWN_DIR, RepoCache
+from pytest_hfsnapshot.core.engine.engine import plan_request
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.settings import Settings
 from pytest_hfsnapshot.testing.hub import LocalHub

@@ -1,4 +1,4 @@
-"""Where our own state lives in a cache: every path of it comes from ``core.layout``, under one folder."""
+"""Where our own state lives in a cache: every path of it comes from ``core.cache.layout``, under one folder."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hfsnapshot.core import layout
-from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.cache import layout
+from pytest_hfsnapshot.core.cache.layout import RepoCache
 
 
 def test_every_path_of_our_own_state_is_in_our_folder(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import InvalidRequestError, UnsafeCacheError, VerificationError
-from pytest_hfsnapshot.core import listing
-from pytest_hfsnapshot.core.layout import RepoCache
-from pytest_hfsnapshot.core.verify import ExpectedFile
+from pytest_hfsnapshot.core.cache.layout import RepoCache
+from pytest_hfsnapshot.core.cache.verify import ExpectedFile
+from pytest_hfsnapshot.core.engine import listing
 from pytest_hfsnapshot.request import SnapshotRequest
 
 COMMIT = "c" * 40

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hfsnapshot.core import manifest
+from pytest_hfsnapshot.core.engine import manifest
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.snapshot import Snapshot
 from pytest_hfsnapshot.testing.hub import LocalHub

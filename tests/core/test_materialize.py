@@ -23,7 +23,7 @@ from pytest_hfsnapshot import (
     VerificationError,
     materialize,
 )
-from pytest_hfsnapshot.core.layout import own_dir
+from pytest_hfsnapshot.core.cache.layout import own_dir
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 WEIGHTS = bytes(range(256)) * 64  # 16 KiB, LFS by name
@@ -334,7 +334,7 @@ def test_unwritable_cache_is_a_clear_error_but_a_verified_cache_still_serves(
     local_hub: LocalHub, repo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pytest_hfsnapshot import DiskError
-    from pytest_hfsnapshot.core import locking
+    from pytest_hfsnapshot.core.cache import locking
 
     materialize("org/tiny", revision=repo)
 

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from pytest_hfsnapshot import TransientError, UnverifiedRevisionError, materialize
-from pytest_hfsnapshot.core import outage
+from pytest_hfsnapshot.core.hub import outage
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 REPOS = ("org/a", "org/b", "org/c")

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import InvalidRequestError, OfflineMissingError, RevisionNotFoundError, materialize
-from pytest_hfsnapshot.core import manifest, pins
-from pytest_hfsnapshot.core.layout import own_dir
+from pytest_hfsnapshot.core.cache import pins
+from pytest_hfsnapshot.core.cache.layout import own_dir
+from pytest_hfsnapshot.core.engine import manifest
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.snapshot import Snapshot
 from pytest_hfsnapshot.testing.hub import LocalHub

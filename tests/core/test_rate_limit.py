@@ -16,7 +16,7 @@ import huggingface_hub
 import pytest
 
 from pytest_hfsnapshot import TransientError, materialize
-from pytest_hfsnapshot.core import gate
+from pytest_hfsnapshot.core.hub import gate
 from pytest_hfsnapshot.testing.hub import LocalHub, ServedRequest
 
 pytest.importorskip("xdist")
@@ -165,7 +165,7 @@ def test_the_gate_chains_the_users_factory_and_is_gone_after_the_session(
     pytester.makepyfile(
         test_it=f"""
         from huggingface_hub.utils import _http
-        from pytest_hfsnapshot.core import gate
+        from pytest_hfsnapshot.core.hub import gate
 
         def test_it(hf_snapshots):
             hf_snapshots({REPO!r})
@@ -189,7 +189,7 @@ def test_the_gate_chains_the_users_factory_and_is_gone_after_the_session(
         huggingface_hub.set_client_factory(mine)
         code = pytest.main(["-q", "-p", "no:cacheprovider", "--hf-cache-dir={local_hub.cache_dir}", "test_it.py"])
         assert _http._GLOBAL_CLIENT_FACTORY is mine, _http._GLOBAL_CLIENT_FACTORY
-        from pytest_hfsnapshot.core import gate
+        from pytest_hfsnapshot.core.hub import gate
         assert gate.active() is None
         assert _http.get_session().event_hooks["request"] == mine().event_hooks["request"]
         print("RESTORED")
@@ -230,7 +230,7 @@ def test_materialize_outside_pytest_has_a_gate_for_the_call(tmp_path: Path) -> N
     script = textwrap.dedent(
         """
         from huggingface_hub.utils import _http
-        from pytest_hfsnapshot.core import gate
+        from pytest_hfsnapshot.core.hub import gate
         from pytest_hfsnapshot import TransientError, materialize
         from pytest_hfsnapshot.testing.hub import LocalHub
 

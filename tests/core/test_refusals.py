@@ -9,14 +9,8 @@ import pytest
 from conftest import raised_from
 from huggingface_hub import errors as hf_errors
 
-from pytest_hfsnapshot.core import retry
-from pytest_hfsnapshot.core.refusals import (
-    auth_message,
-    auth_repo,
-    classify_auth,
-    replay_refused,
-    skips,
-)
+from pytest_hfsnapshot.core.hub import retry
+from pytest_hfsnapshot.core.hub.refusals import auth_message, auth_repo, classify_auth, replay_refused, skips
 from pytest_hfsnapshot.errors import AuthError, TransientError
 
 

@@ -8,7 +8,7 @@ import pytest
 from huggingface_hub.file_download import repo_folder_name as client_folder_name
 
 from pytest_hfsnapshot import InvalidRequestError
-from pytest_hfsnapshot.core.layout import repo_folder_name
+from pytest_hfsnapshot.core.cache.layout import repo_folder_name
 from pytest_hfsnapshot.request import (
     KEYWORDS,
     SnapshotRequest,
@@ -64,7 +64,7 @@ def test_the_keywords_are_the_requests_fields_with_their_defaults() -> None:
 
 
 def test_every_declaration_form_takes_exactly_the_keywords() -> None:
-    from pytest_hfsnapshot.core.specs import SPEC_KEYS, parse_spec
+    from pytest_hfsnapshot.core.engine.specs import SPEC_KEYS, parse_spec
     from pytest_hfsnapshot.plugin.declarations import MARKERS
 
     assert ("repo_id", *KEYWORDS) == SPEC_KEYS

@@ -15,7 +15,7 @@ import pytest
 from conftest import raised_from
 from huggingface_hub import errors as hf_errors
 
-from pytest_hfsnapshot.core import retry
+from pytest_hfsnapshot.core.hub import retry
 
 MAJOR = int(huggingface_hub.__version__.split(".")[0])
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hfsnapshot.core import state
-from pytest_hfsnapshot.core.layout import RepoCache, own_dir
-from pytest_hfsnapshot.core.verify import ExpectedFile
+from pytest_hfsnapshot.core.cache import state
+from pytest_hfsnapshot.core.cache.layout import RepoCache, own_dir
+from pytest_hfsnapshot.core.cache.verify import ExpectedFile
 from pytest_hfsnapshot.request import SnapshotRequest
 
 COMMIT = "a" * 40

@@ -19,7 +19,7 @@ import pytest
 from huggingface_hub import scan_cache_dir, snapshot_download
 
 from pytest_hfsnapshot import OfflineMissingError, materialize
-from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.cache.layout import RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 # 256 KiB, LFS by name: Xet-backed when the hub serves Xet. Random, so that Xet can neither

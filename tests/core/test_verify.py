@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import snapshot_download
 
-from pytest_hfsnapshot.core import listing
-from pytest_hfsnapshot.core.layout import RepoCache, store_file
-from pytest_hfsnapshot.core.repair import Repairer
-from pytest_hfsnapshot.core.verify import (
+from pytest_hfsnapshot.core.cache.layout import RepoCache, store_file
+from pytest_hfsnapshot.core.cache.repair import Repairer
+from pytest_hfsnapshot.core.cache.verify import (
     CHUNK,
     Entry,
     ExpectedFile,
@@ -35,6 +34,7 @@ from pytest_hfsnapshot.core.verify import (
     link_target,
     read_buffer,
 )
+from pytest_hfsnapshot.core.engine import listing
 from pytest_hfsnapshot.testing import half_written
 from pytest_hfsnapshot.testing.hub import LocalHub
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hfsnapshot.core import watch
-from pytest_hfsnapshot.core.layout import atomic_write_json
-from pytest_hfsnapshot.core.watch import FolderWatch, wake
+from pytest_hfsnapshot.core.cache import watch
+from pytest_hfsnapshot.core.cache.layout import atomic_write_json
+from pytest_hfsnapshot.core.cache.watch import FolderWatch, wake
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
 #: Longer than any test here may take: a wait that runs this long was not woken.

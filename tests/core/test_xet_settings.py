@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hfsnapshot.core import xet
+from pytest_hfsnapshot.core.hub import xet
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 SIZE = "HF_XET_RECONSTRUCTION_DOWNLOAD_BUFFER_SIZE"
@@ -98,7 +98,7 @@ def test_the_engines_xet_transfers_run_with_the_bounded_buffer(
         """
         import sys
         from types import MappingProxyType
-        from pytest_hfsnapshot.core import xet
+        from pytest_hfsnapshot.core.hub import xet
         xet.TRANSFER_SETTINGS = MappingProxyType(SMALL)
         if sys.argv[1] == "plain":
             from huggingface_hub import snapshot_download as fetch

@@ -19,8 +19,8 @@ import pytest
 from reliability.conftest import repo_files, tree_digest
 
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.core.doctor import NOW_ENV
-from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.cache.layout import RepoCache
+from pytest_hfsnapshot.core.doctor.scan import NOW_ENV
 from pytest_hfsnapshot.testing import half_written
 from pytest_hfsnapshot.testing.hub import LocalHub
 
@@ -141,8 +141,8 @@ def test_a_check_reads_the_cache_as_it_is_on_disk_without_the_clients_http_stack
 HOLDER = r"""
 import os, sys, time
 from filelock import FileLock, SoftFileLock
-from pytest_hfsnapshot.core.layout import RepoCache
-from pytest_hfsnapshot.core.locking import RepoLock
+from pytest_hfsnapshot.core.cache.layout import RepoCache
+from pytest_hfsnapshot.core.cache.locking import RepoLock
 cache, repo_id, etag, marker_etag, release = sys.argv[1:6]
 repo = RepoCache(cache, repo_id, "model")
 with RepoLock(repo, timeout=30):

@@ -19,7 +19,7 @@ import pytest
 from reliability.conftest import Child, assert_snapshot_matches, incomplete_files, repo_files
 
 from pytest_hfsnapshot import LockTimeoutError, materialize
-from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.cache.layout import RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import wait_until

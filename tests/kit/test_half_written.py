@@ -27,8 +27,8 @@ from huggingface_hub import snapshot_download
 from huggingface_hub.errors import LocalEntryNotFoundError
 
 from pytest_hfsnapshot import LockTimeoutError, OfflineMissingError, Snapshot, materialize
-from pytest_hfsnapshot.core.layout import RepoCache
-from pytest_hfsnapshot.core.locking import RepoLock
+from pytest_hfsnapshot.core.cache.layout import RepoCache
+from pytest_hfsnapshot.core.cache.locking import RepoLock
 from pytest_hfsnapshot.testing import half_written as hw
 from pytest_hfsnapshot.testing.half_written import HalfWritten
 from pytest_hfsnapshot.testing.hub import LocalHub

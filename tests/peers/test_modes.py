@@ -537,8 +537,8 @@ def test_a_recorded_refusal_is_replayed_offline_only_under_the_same_token_situat
 
 
 def test_an_implicit_load_is_a_use_the_doctor_sees(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
-    from pytest_hfsnapshot.core.layout import RepoCache
-    from pytest_hfsnapshot.core.usage import last_use
+    from pytest_hfsnapshot.core.cache.layout import RepoCache
+    from pytest_hfsnapshot.core.cache.usage import last_use
 
     commit = local_hub.add_repo("peers/used", {"config.json": "{}"})
     pytester.makepyfile(

@@ -13,7 +13,7 @@ from core.test_layers import mounted as mounted  # fixtures
 from core.test_layers import rclone_mount as rclone_mount
 
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.core.layers import LAYERS_ENV
+from pytest_hfsnapshot.core.cache.layers import LAYERS_ENV
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 ALL = pytest.mark.transports("xet", "xet-noshare", "http")

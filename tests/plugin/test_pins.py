@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from test_demo import EXAMPLES, hub_repos
 
-from pytest_hfsnapshot.core import pins
-from pytest_hfsnapshot.core.layout import own_dir
+from pytest_hfsnapshot.core.cache import pins
+from pytest_hfsnapshot.core.cache.layout import own_dir
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 FILES: dict[str, bytes | str] = {"config.json": "{}", "model.safetensors": b"\x09" * 4096}

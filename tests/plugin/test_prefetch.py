@@ -8,8 +8,8 @@ import time
 import pytest
 from conftest import file_fetches
 
-from pytest_hfsnapshot.core.prefetch import Display, PrefetchResult, RequestResult, prefetch, report_lines
-from pytest_hfsnapshot.core.specs import parse_spec
+from pytest_hfsnapshot.core.engine.prefetch import Display, PrefetchResult, RequestResult, prefetch, report_lines
+from pytest_hfsnapshot.core.engine.specs import parse_spec
 from pytest_hfsnapshot.errors import AuthError, RevisionNotFoundError
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.snapshot import Snapshot

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hfsnapshot.core.formats import human_size
+from pytest_hfsnapshot.core.cache.formats import human_size
 from pytest_hfsnapshot.plugin.reporting import summary_lines
 from pytest_hfsnapshot.plugin.snapshot_uses import SnapshotUse, primary_uses
 from pytest_hfsnapshot.request import SnapshotRequest

@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import file_fetches
 
-from pytest_hfsnapshot.core.layout import own_dir
+from pytest_hfsnapshot.core.cache.layout import own_dir
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 pytest.importorskip("xdist")

@@ -27,7 +27,7 @@ from conftest import file_fetches, xet_in_use
 from hosts import host_prefix
 
 from pytest_hfsnapshot import Snapshot
-from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.cache.layout import RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub, is_lfs
 
 # The child reports "ready" once its imports are done, optionally waits for a "go" file so that
@@ -57,8 +57,8 @@ if spec.get("log"):
     logging.getLogger("pytest_hfsnapshot").addHandler(handler)
     logging.getLogger("pytest_hfsnapshot").setLevel(logging.DEBUG)
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.core.layout import RepoCache
-from pytest_hfsnapshot.core.locking import RepoLock
+from pytest_hfsnapshot.core.cache.layout import RepoCache
+from pytest_hfsnapshot.core.cache.locking import RepoLock
 from filelock import SoftFileLock
 from huggingface_hub import hf_hub_download
 print("ready", os.getpid(), socket.gethostname(), flush=True)

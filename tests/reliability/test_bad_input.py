@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import InvalidRequestError, materialize
-from pytest_hfsnapshot.core.layout import own_dir
+from pytest_hfsnapshot.core.cache.layout import own_dir
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import repo_files

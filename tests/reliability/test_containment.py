@@ -21,7 +21,7 @@ from conftest import xet_in_use
 from huggingface_hub import HfApi
 
 from pytest_hfsnapshot import UnsafeCacheError, materialize
-from pytest_hfsnapshot.core.layout import OWN_DIR, STORE_DIR, RepoCache
+from pytest_hfsnapshot.core.cache.layout import OWN_DIR, STORE_DIR, RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub, git_blob_sha1, is_lfs
 
 from .conftest import assert_snapshot_matches, repo_files, sha256, tree_digest

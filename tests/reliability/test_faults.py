@@ -13,7 +13,7 @@ import pytest
 from conftest import file_byte_bodies, file_fetches, xet_in_use
 
 from pytest_hfsnapshot import TransientError, UnverifiedRevisionError, materialize
-from pytest_hfsnapshot.core.layout import RepoCache
+from pytest_hfsnapshot.core.cache.layout import RepoCache
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import (

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import materialize
-from pytest_hfsnapshot.core.locking import MODE_ENV
+from pytest_hfsnapshot.core.cache.locking import MODE_ENV
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import assert_snapshot_matches, content_bytes, incomplete_files, repo_files, start_together

@@ -24,10 +24,10 @@ import pytest
 from huggingface_hub import HfApi
 
 from pytest_hfsnapshot import InvalidRequestError, LockTimeoutError, materialize
-from pytest_hfsnapshot.core import listing
-from pytest_hfsnapshot.core.layout import RepoCache, store_file
-from pytest_hfsnapshot.core.locking import MODE_ENV
-from pytest_hfsnapshot.core.state import read_holder
+from pytest_hfsnapshot.core.cache.layout import RepoCache, store_file
+from pytest_hfsnapshot.core.cache.locking import MODE_ENV
+from pytest_hfsnapshot.core.cache.state import read_holder
+from pytest_hfsnapshot.core.engine import listing
 from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.settings import LOCK_LEASE_ENV
 from pytest_hfsnapshot.testing.hub import LocalHub

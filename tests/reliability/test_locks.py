@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from pytest_hfsnapshot import LockLostError, LockTimeoutError, materialize
-from pytest_hfsnapshot.core import watch
-from pytest_hfsnapshot.core.layout import RepoCache, atomic_write_json
-from pytest_hfsnapshot.core.locking import MODE_ENV, RepoLock
+from pytest_hfsnapshot.core.cache import watch
+from pytest_hfsnapshot.core.cache.layout import RepoCache, atomic_write_json
+from pytest_hfsnapshot.core.cache.locking import MODE_ENV, RepoLock
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import (

@@ -1,0 +1,118 @@
+"""What a request huggingface_hub sends to the Hub is about: which repo, revision and path.
+
+The one place that reads the Hub's URL routes (revision, tree, paths-info, file resolver), for the
+observation of implicit Hub use (:mod:`pytest_hfsnapshot.core.implicit.observe`) and the answers the plugin
+gives in the Hub's stead (:mod:`pytest_hfsnapshot.core.implicit.local_answers`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+from urllib.parse import quote, unquote, urlsplit
+
+from ...request import snapshot_label
+
+Kind = Literal["revision", "info", "tree", "paths-info", "file", "xet-token", "other"]
+
+_TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
+_PREFIXES = {"datasets": "dataset", "spaces": "space"}
+#: API routes that name a revision after the repo id: ``/api/models/org/name/<route>/<revision>[/path]``.
+_API_ROUTES: dict[str, Kind] = {
+    "revision": "revision",
+    "tree": "tree",
+    "paths-info": "paths-info",
+    "xet-read-token": "xet-token",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class HubCall:
+    """One request to the Hub, as the routes say: ``kind`` of ``repo_type`` ``repo_id`` at ``revision``."""
+
+    kind: Kind
+    repo_type: str
+    repo_id: str
+    revision: str
+    #: The repo path a file or tree request names ("" for none).
+    path: str = ""
+
+    @property
+    def label(self) -> str:
+        """``org/name@main``, ``datasets/org/name@main``."""
+        return snapshot_label(self.repo_id, self.repo_type, self.revision)
+
+
+def parse(url: str, endpoint: str) -> HubCall | None:
+    """The Hub call ``url`` makes, or None when it is not a request to ``endpoint`` about a repo."""
+    base = endpoint.rstrip("/")
+    if not url.startswith(base + "/"):
+        return None
+    raw_path = urlsplit(url[len(base) :]).path
+    parts = raw_path.lstrip("/").split("/")
+    if parts and parts[0] == "api":
+        return _api_call(parts[1:])
+    return _file_call(parts)
+
+
+def _api_call(parts: list[str]) -> HubCall | None:
+    if len(parts) < 2 or parts[0] not in _TYPES:
+        return None
+    repo_type = _TYPES[parts[0]]
+    rest = parts[1:]
+    for index, segment in enumerate(rest):
+        kind = _API_ROUTES.get(segment)
+        if kind is not None and 1 <= index <= 2 and index + 1 < len(rest):
+            repo_id = "/".join(rest[:index])
+            revision = unquote(rest[index + 1])
+            path = "/".join(unquote(p) for p in rest[index + 2 :])
+            return HubCall(kind, repo_type, repo_id, revision, path)
+    if 1 <= len(rest) <= 2:
+        return HubCall("info", repo_type, "/".join(rest), "main")
+    return None
+
+
+def _file_call(parts: list[str]) -> HubCall | None:
+    repo_type = "model"
+    if parts and parts[0] in _PREFIXES:
+        repo_type = _PREFIXES[parts[0]]
+        parts = parts[1:]
+    try:
+        at = parts.index("resolve", 1)
+    except ValueError:
+        return None
+    if at > 2 or len(parts) < at + 3:
+        return None
+    repo_id = "/".join(parts[:at])
+    revision = unquote(parts[at + 1])
+    path = "/".join(unquote(p) for p in parts[at + 2 :])
+    return HubCall("file", repo_type, repo_id, revision, path)
+
+
+def with_revision(url: str, call: HubCall, commit: str) -> str:
+    """``url`` with its revision segment replaced by ``commit`` (a pinned branch asked at its commit)."""
+    quoted = quote(call.revision, safe="")
+    parts = urlsplit(url)
+    if call.kind == "info":
+        return parts._replace(path=parts.path.rstrip("/") + f"/revision/{commit}").geturl()
+    marker = {
+        "revision": "/revision/",
+        "tree": "/tree/",
+        "paths-info": "/paths-info/",
+        "xet-token": "/xet-read-token/",
+        "file": "/resolve/",
+    }.get(call.kind)
+    if marker is None:
+        return url
+    path = parts.path
+    for spelled in (quoted, call.revision):
+        needle = f"/{call.repo_id}{marker}{spelled}"
+        at = path.find(needle)
+        if at >= 0:
+            start = at + len(needle) - len(spelled)
+            path = path[:start] + commit + path[start + len(spelled) :]
+            return parts._replace(path=path).geturl()
+    return url
+
+
+__all__ = ["HubCall", "Kind", "parse", "with_revision"]

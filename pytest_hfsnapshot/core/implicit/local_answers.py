@@ -1,0 +1,118 @@
+"""The Hub's answers for recorded snapshots, made from the pin file and the cache with no network.
+
+An offline run keeps every request of huggingface_hub off the network, even where library code
+switches the client back online (PEFT's ``hub_online_once``). A request about a snapshot the pin
+file records is answered here as the Hub would answer it; anything else is refused as
+huggingface_hub's offline mode refuses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..cache.layout import RepoCache
+from ..cache.pins import PinFile
+from ..hub.hub_calls import HubCall
+
+_REFUSED_STATUS = {"RepoNotFound": 401, "GatedRepo": 403, "RevisionNotFound": 404}
+_REFUSED_MESSAGE = {
+    "RepoNotFound": "Repository not found",
+    "GatedRepo": "Access to this repo is restricted (gated).",
+    "RevisionNotFound": "Invalid rev id",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """An HTTP answer: status, headers and body."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes = b""
+
+
+def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path) -> Answer | None:
+    """What the Hub would answer to ``call`` for a snapshot the pin file records; None when unknown.
+
+    A revision is answered by its pinned commit, a file present in the cache by its metadata and
+    bytes, a recorded ``missing`` path by the Hub's 404 ``EntryNotFound``, a recorded refusal by
+    its error.
+    """
+    pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
+    if pin is None or (pin.files is None and pin.refused is None):
+        return None
+    if pin.refusal is not None:
+        return refusal(pin.refusal, pin.commit)
+    commit = pin.commit
+    repo = RepoCache(cache_dir, call.repo_id, call.repo_type)
+    if call.kind in ("revision", "info"):
+        body = {"id": call.repo_id, "sha": commit, "siblings": [{"rfilename": p} for p in pin.files or ()]}
+        return _json(body, commit)
+    if call.kind == "file":
+        if call.path in pin.missing:
+            return missing(commit)
+        return _file(repo, commit, call.path, with_body=method.upper() == "GET")
+    if call.kind in ("tree", "paths-info"):
+        listing = repo.read_listing_cache(commit)
+        if listing is None:
+            return None
+        entries = [_tree_entry(path, info) for path, info in sorted(listing.items())]
+        if call.kind == "tree" and call.path:
+            prefix = call.path.rstrip("/") + "/"
+            entries = [e for e in entries if str(e["path"]).startswith(prefix)]
+        return _json(entries, commit)
+    return None
+
+
+def refusal(code: str, commit: str | None = None) -> Answer:
+    """The Hub's answer for a refused repo or revision, as it sends it (``X-Error-Code``)."""
+    headers = {"X-Error-Code": code, "X-Error-Message": _REFUSED_MESSAGE.get(code, code)}
+    if commit is not None and code != "RevisionNotFound":
+        headers["X-Repo-Commit"] = commit
+    return Answer(_REFUSED_STATUS.get(code, 404), headers)
+
+
+def missing(commit: str) -> Answer:
+    """The Hub's 404 for a path the commit does not have."""
+    return Answer(
+        404,
+        {"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found", "X-Repo-Commit": commit},
+    )
+
+
+def _json(data: Any, commit: str) -> Answer:
+    body = json.dumps(data).encode()
+    return Answer(200, {"Content-Type": "application/json", "X-Repo-Commit": commit}, body)
+
+
+def _file(repo: RepoCache, commit: str, path: str, *, with_body: bool) -> Answer | None:
+    link = repo.link(commit, path)
+    try:
+        blob = os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+        size = os.stat(link).st_size
+    except OSError:
+        return None
+    headers = {"X-Repo-Commit": commit, "Content-Length": str(size)}
+    if blob is not None and len(blob) == 64:
+        headers.update({"X-Linked-Etag": f'"{blob}"', "X-Linked-Size": str(size), "ETag": f'"{blob}"'})
+    elif blob is not None:
+        headers["ETag"] = f'"{blob}"'
+    body = Path(link).read_bytes() if with_body else b""
+    return Answer(200, headers, body)
+
+
+def _tree_entry(path: str, info: Mapping[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": "file", "path": path, "size": info.get("size"), "oid": info.get("blob_id")}
+    if info.get("lfs_sha256"):
+        entry["lfs"] = {"oid": info["lfs_sha256"], "size": info.get("lfs_size", info.get("size")), "pointerSize": 0}
+    if info.get("xet_hash"):
+        entry["xetHash"] = info["xet_hash"]
+    return entry
+
+
+__all__ = ["Answer", "answer", "missing", "refusal"]
