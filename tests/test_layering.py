@@ -233,6 +233,42 @@ def test_the_public_face_is_at_most_eight_modules() -> None:
     assert {"core", "plugin", "testing"} <= set(subpackages)
 
 
+#: The most methods of more than three body lines (docstring aside) a class of the core may have.
+MAX_LONG_METHODS = 15
+
+
+def long_methods(path: Path) -> dict[str, int]:
+    """Each class of a module and its methods whose body, docstring aside, has more than three lines."""
+    found = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef):
+            methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            found[node.name] = sum(1 for m in methods if _body_lines(m) > 3)
+    return found
+
+
+def _body_lines(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    body = function.body[1:] if ast.get_docstring(function) is not None else function.body
+    return body[-1].end_lineno - body[0].lineno + 1 if body and body[-1].end_lineno else 0
+
+
+def test_no_class_of_the_core_has_more_than_fifteen_long_methods(tmp_path: Path) -> None:
+    crowded = {
+        f"{name}.{cls}": count
+        for name, path in package_modules().items()
+        if name.startswith("pytest_hfsnapshot.core")
+        for cls, count in long_methods(path).items()
+        if count > MAX_LONG_METHODS
+    }
+    assert crowded == {}
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        'class A:\n    def short(self):\n        """Doc."""\n        return 1\n'
+        "    def long(self):\n        a = 1\n        b = 2\n        c = 3\n        return a + b + c\n"
+    )
+    assert long_methods(sample) == {"A": 1}
+
+
 def run_python(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -141,7 +141,7 @@ class ClientListingCache:
 
 def client_listing_cache() -> ClientListingCache | None:
     """The client's tree cache, or None on a release without one of that shape (callers then write
-    the format of huggingface_hub 1.33 to 2.4 themselves, see ``layout.RepoCache.read_listing_cache``)."""
+    the format of huggingface_hub 1.33 to 2.4 themselves, see ``layout.ListingCache.read``)."""
     module = _module(TREE_CACHE_MODULE)
     functions = _functions(module, "read_tree_cache", "write_tree_cache")
     entry = getattr(module, "TreeCacheEntry", None)

@@ -94,8 +94,8 @@ def interrupted_download(
     repo_blob = repo.blob(etag)
     if repo_blob != blob and os.path.lexists(repo_blob):
         # The store's manifest gets a repo's line only when the client links it, after the download.
-        manifest = repo.store_manifest(blob)
-        dropped = repo.drop_store_reference(blob, etag)
+        manifest = repo.store.manifest(blob)
+        dropped = repo.store.drop_reference(blob, etag)
         if dropped and not manifest.read_text(encoding="utf-8").strip():
             manifest.unlink()
         repo_blob.unlink()
@@ -315,7 +315,7 @@ def _snapshot(cache_dir: str | os.PathLike[str], repo_id: str, revision: str, re
     repo = _repo(cache_dir, repo_id, repo_type, revision)
     if not is_within(repo.ref(revision), repo.root):
         raise ValueError(f"{repo.ref(revision)} resolves outside {repo.root}; refusing to follow it.")
-    commit = repo.commit_of(revision)
+    commit = repo.refs.commit_of(revision)
     if commit is None:
         raise FileNotFoundError(f"{_label(repo, revision)} has no usable ref in the cache ({repo.ref(revision)}).")
     folder = repo.snapshot_dir(commit)
@@ -358,7 +358,7 @@ def _store_file_of(repo: RepoCache, link: Path) -> Path | None:
     except OSError:
         return None
     name = os.path.basename(target)
-    return repo.store_target(name) if os.path.normpath(link.parent / target) == str(repo.blob(name)) else None
+    return repo.store.target(name) if os.path.normpath(link.parent / target) == str(repo.blob(name)) else None
 
 
 @contextlib.contextmanager
@@ -375,7 +375,7 @@ def _writable(path: Path) -> Iterator[None]:
 def _etag(repo: RepoCache, commit: str, relpath: str, blob: Path) -> str:
     if blob.parent == repo.blobs:
         return blob.name
-    info = (repo.read_listing_cache(commit) or {}).get(relpath)
+    info = (repo.listings.read(commit) or {}).get(relpath)
     if not info:
         raise FileNotFoundError(f"No cached listing names the blob of {relpath!r} ({repo.tree_cache(commit)}).")
     return str(info.get("lfs_sha256") or info["blob_id"])
@@ -383,7 +383,7 @@ def _etag(repo: RepoCache, commit: str, relpath: str, blob: Path) -> str:
 
 def _write_orphan(repo: RepoCache, commit: str, relpath: str, blob: Path) -> Path:
     # The client's name for one download's temporary file: uuid4().hex[:8] between etag and suffix.
-    orphan = repo.incomplete_blob(_etag(repo, commit, relpath, blob), uuid.uuid4().hex[:8])
+    orphan = repo.incomplete.path(_etag(repo, commit, relpath, blob), uuid.uuid4().hex[:8])
     data = blob.read_bytes()
     orphan.parent.mkdir(parents=True, exist_ok=True)
     with open(orphan, "xb") as handle:

@@ -65,7 +65,7 @@ def found(document: dict[str, Any]) -> set[tuple[str, str, str]]:
 
 def etag(cache: Path, repo_id: str, commit: str, path: str) -> str:
     """The blob name huggingface_hub's listing gives a file (its sha256 for LFS, else its git sha1)."""
-    info = RepoCache(cache, repo_id, "model").read_listing_cache(commit) or {}
+    info = RepoCache(cache, repo_id, "model").listings.read(commit) or {}
     return str(info[path].get("lfs_sha256") or info[path]["blob_id"])
 
 
@@ -161,7 +161,7 @@ def test_every_half_written_state_is_reported_under_its_own_kind_then_repaired(
 
 
 def local_hub_commit(cache: Path, repo_id: str) -> str:
-    commit = RepoCache(cache, repo_id, "model").read_ref("main")
+    commit = RepoCache(cache, repo_id, "model").refs.read("main")
     assert commit is not None
     return commit
 
@@ -286,7 +286,7 @@ def test_prune_removes_only_what_no_test_used_for_days_under_a_moved_clock(
     assert code == 0, document
     assert document["prune"]["bytes"] == alone
     assert not repo.snapshot_dir(old).exists() and not repo.tree_cache(old).exists()
-    assert repo.read_ref("main") == new and usage.last_use(repo, old) is None
+    assert repo.refs.read("main") == new and usage.last_use(repo, old) is None
     assert unrecorded.snapshot_dir(local_hub_commit(cache, "org/unrecorded")).is_dir(), "pruned with no recorded use"
     monkeypatch.delenv(doctor.NOW_ENV)
     assert run_json(capsys, "--sha256")[0] == 0

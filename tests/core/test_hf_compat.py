@@ -141,13 +141,13 @@ def test_the_fallback_writes_what_the_client_reads_and_reads_what_it_writes(
     repo = RepoCache(tmp_path, "org/x", "model")
     with monkeypatch.context() as patched:
         patched.setattr(layout, "client_listing_cache", lambda: None)
-        repo.write_listing_cache(COMMIT, FILES)
-        assert repo.read_listing_cache(COMMIT) == FILES
+        repo.listings.write(COMMIT, FILES)
+        assert repo.listings.read(COMMIT) == FILES
     assert client.read(repo.root, COMMIT) == FILES  # the client reads the hand-written file
     other = "9" * 40
     client.write(repo.root, other, FILES)
     monkeypatch.setattr(layout, "client_listing_cache", lambda: None)
-    assert repo.read_listing_cache(other) == FILES  # and the fallback reads the client's
+    assert repo.listings.read(other) == FILES  # and the fallback reads the client's
 
 
 def test_a_release_without_the_tree_cache_falls_back_and_says_so(
@@ -157,8 +157,8 @@ def test_a_release_without_the_tree_cache_falls_back_and_says_so(
     assert _hf_compat.client_listing_cache() is None
     assert says_missing(warned, "huggingface_hub._tree_cache")
     repo = RepoCache(tmp_path, "org/x", "model")
-    repo.write_listing_cache(COMMIT, FILES)
-    assert repo.read_listing_cache(COMMIT) == FILES
+    repo.listings.write(COMMIT, FILES)
+    assert repo.listings.read(COMMIT) == FILES
 
 
 # --- the shared blob store ------------------------------------------------------------------------
@@ -182,7 +182,7 @@ def test_the_store_test_and_the_xet_token_cache_behave_as_used(local_hub: LocalH
     weights = bytes(range(256)) * 64
     local_hub.add_repo("org/stored", {"config.json": "{}", "model.safetensors": weights})
     snap = materialize("org/stored")
-    entry = RepoCache(local_hub.cache_dir, "org/stored", "model").read_listing_cache(snap.commit)
+    entry = RepoCache(local_hub.cache_dir, "org/stored", "model").listings.read(snap.commit)
     assert entry is not None
     xet_hash = entry["model.safetensors"]["xet_hash"]
     cache = Path(local_hub.cache_dir)

@@ -217,7 +217,7 @@ def test_a_store_reached_through_a_planted_link_is_refused(repo: RepoCache, tmp_
     (repo.cache_dir / "blobs").symlink_to(elsewhere)
     os.symlink(f"../../blobs/{XET[:2]}/{XET}", repo.blob(SHA))
     link_snapshot(repo)
-    assert repo.store_target(SHA) is None
+    assert repo.store.target(SHA) is None
     assert verdict(repo) == Problem(
         ProblemKind.BLOB_LINK_OUTSIDE, "model.safetensors", Entry.BLOB, found=f"../../blobs/{XET[:2]}/{XET}"
     )
@@ -358,7 +358,7 @@ def cached(local_hub: LocalHub) -> tuple[RepoCache, str, dict[str, ExpectedFile]
     commit = local_hub.add_repo("org/real", {"config.json": "{}", "model.safetensors": DATA})
     snapshot_download("org/real")
     repo = RepoCache(local_hub.cache_dir, "org/real", "model")
-    raw = repo.read_listing_cache(commit)
+    raw = repo.listings.read(commit)
     assert raw is not None
     return repo, commit, listing.parse(repo, raw)
 
@@ -377,7 +377,7 @@ def test_each_half_written_state_gets_its_problem(
     weights = "model.safetensors"
     assert real_verdict(cached, weights) is None
     assert real_verdict(cached, "config.json") is None
-    in_store = repo.store_target(files[weights].blob_name) is not None
+    in_store = repo.store.target(files[weights].blob_name) is not None
     assert in_store is (transport == "xet")
 
     half_written.truncated_blob(cache, "org/real", weights)

@@ -127,7 +127,7 @@ def test_a_check_reads_the_cache_as_it_is_on_disk_without_the_clients_http_stack
     repo = RepoCache.of_folder(local_hub.cache_dir, "models--org--plain")
     assert repo is not None and repo.root == RepoCache(local_hub.cache_dir, "org/plain", "model").root
     assert RepoCache.of_folder(local_hub.cache_dir, "blobs") is None
-    assert repo.read_listing_file(commit) == repo.read_listing_cache(commit) != {}
+    assert repo.listings.read_file(commit) == repo.listings.read(commit) != {}
 
     done = subprocess.run(
         [sys.executable, "-c", CHECK_ALONE, str(local_hub.cache_dir)], capture_output=True, text=True, timeout=120
@@ -148,7 +148,7 @@ repo = RepoCache(cache, repo_id, "model")
 with RepoLock(repo, timeout=30):
     os.makedirs(repo.client_locks, exist_ok=True)
     with FileLock(str(repo.blob_lock(etag)), timeout=10), SoftFileLock(str(repo.blob_lock(marker_etag)), timeout=10):
-        with open(repo.incomplete_blob(etag, "0a1b2c3d"), "wb") as partial:
+        with open(repo.incomplete.path(etag, "0a1b2c3d"), "wb") as partial:
             partial.write(b"x" * 1000)
             partial.flush()
             print("holding", flush=True)
@@ -174,7 +174,7 @@ def test_a_live_holder_in_another_process_is_never_disturbed(local_hub: LocalHub
     commit = local_hub.add_repo(REPO, repo_files(84))
     materialize(REPO)
     repo = RepoCache(cache, REPO, "model")
-    listing = repo.read_listing_cache(commit) or {}
+    listing = repo.listings.read(commit) or {}
     weights = str(listing["model.safetensors"].get("lfs_sha256") or listing["model.safetensors"]["blob_id"])
     marked = "e" * 40
     dead = repo.blob_lock("f" * 40)
@@ -187,7 +187,7 @@ def test_a_live_holder_in_another_process_is_never_disturbed(local_hub: LocalHub
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
-        partial = repo.incomplete_blob(weights, "0a1b2c3d")
+        partial = repo.incomplete.path(weights, "0a1b2c3d")
         later = {NOW_ENV: str(time.time() + 2 * 86400)}
 
         code, document = doctor("--repair", "--prune-unused", "1", env=later)

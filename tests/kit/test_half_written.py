@@ -175,7 +175,7 @@ def test_interrupted_download(cached: Cached, half_written: HalfWritten) -> None
     assert match and match["etag"] == blob.name and orphan.parent == repo.blobs
     data = cached.files[cached.largest]
     assert orphan.read_bytes() == data[: len(data) // 2]
-    assert repo.read_ref("main") == cached.commit and repo.tree_cache(cached.commit).is_file()
+    assert repo.refs.read("main") == cached.commit and repo.tree_cache(cached.commit).is_file()
     assert all(repo.link(cached.commit, f).exists() for f in cached.files if f != cached.largest)
 
     cached.hub.reset_counters()
@@ -346,7 +346,7 @@ def test_broken_ref(cached: Cached, half_written: HalfWritten, state: str) -> No
 
     assert ref == cached.repo.ref("main")
     assert ref.read_bytes() == (b"" if state == "empty_ref" else b"\0" * 40)
-    assert cached.repo.read_ref("main") is None
+    assert cached.repo.refs.read("main") is None
 
     cached.hub.reset_counters()
     snap = cached.materialize()
@@ -565,7 +565,7 @@ def test_symlinks_leading_out_are_value_errors(tiny: Path, tmp_path: Path) -> No
     outside.mkdir()
     (outside / "secret").write_bytes(b"do not touch")
 
-    link = repo.link(repo.commit_of("main") or "", "config.json")
+    link = repo.link(repo.refs.commit_of("main") or "", "config.json")
     link.unlink()
     link.symlink_to(outside / "secret")
     for name in FILE_CALLS - {"missing_file"}:

@@ -362,10 +362,10 @@ def client_lock_markers(repo: RepoCache, commit: str) -> tuple[list[Path], list[
     repo before it started transferring does."""
     request = SnapshotRequest.from_keywords(repo.repo_id, {"revision": commit}, form="materialize()")
     raw = listing.fetch(HfApi(), request, commit)
-    repo.write_listing_cache(commit, raw)
+    repo.listings.write(commit, raw)
     files = listing.parse(repo, raw).values()
     blobs = [repo.blob_lock(f.etag) for f in files]
-    stores = [repo.store_soft_lock(store_file(repo.cache_dir, f.xet)) for f in files if f.xet]
+    stores = [repo.store.soft_lock(store_file(repo.cache_dir, f.xet)) for f in files if f.xet]
     for path in (*blobs, *stores):
         path.parent.mkdir(parents=True, exist_ok=True)
     return blobs, stores

@@ -205,7 +205,7 @@ class Layers:
     def read_ref(self, repo: RepoCache, revision: str) -> str | None:
         """The commit the first layer holding ``refs/<revision>`` of the repo names (offline runs)."""
         for root in self.roots:
-            commit = repo.in_cache(root).read_ref(revision)
+            commit = repo.in_cache(root).refs.read(revision)
             if commit is not None:
                 return commit
         return None
@@ -214,7 +214,7 @@ class Layers:
         """The client's cached listing of ``commit`` in the first layer that has one."""
         for root in self.roots:
             try:
-                raw = repo.in_cache(root).read_listing_cache(commit)
+                raw = repo.in_cache(root).listings.read(commit)
             except OSError as error:
                 self._failed(root, error)
                 continue
@@ -257,7 +257,7 @@ class Layers:
         except (FileNotFoundError, NotADirectoryError):
             return {}
         vouched = state.vouched(there, commit)
-        orphans = {path.name.split(".", 1)[0]: path.name for path in there.incomplete_blobs()}
+        orphans = {path.name.split(".", 1)[0]: path.name for path in there.incomplete.found()}
         candidates: list[tuple[Found, bool]] = []
         for f in files:
             record = vouched.get(f.path)

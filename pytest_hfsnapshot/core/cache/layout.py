@@ -10,6 +10,7 @@ says that a snapshot was verified: every use re-checks the files it names, so a 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -167,6 +168,23 @@ class RepoCache:
         """The same repo in another cache folder (a read-only layer: only ever read through it)."""
         return RepoCache(cache_dir, self.repo_id, self.repo_type, folder_name=self.folder_name)
 
+    # --- what the repo folder holds, each part with its reads and writes ----------------------
+    @functools.cached_property
+    def refs(self) -> Refs:
+        return Refs(self)
+
+    @functools.cached_property
+    def listings(self) -> ListingCache:
+        return ListingCache(self)
+
+    @functools.cached_property
+    def store(self) -> SharedStore:
+        return SharedStore(self)
+
+    @functools.cached_property
+    def incomplete(self) -> IncompleteBlobs:
+        return IncompleteBlobs(self)
+
     # --- huggingface_hub's own layout ---------------------------------------------------------
 
     def blob(self, etag: str) -> Path:
@@ -188,33 +206,6 @@ class RepoCache:
         """``.no_exist/<commit>/<path>``: the client's marker of a path the commit does not have."""
         return (self.root / ".no_exist" / commit).joinpath(*relpath.split("/"))
 
-    def incomplete_blob(self, etag: str, tag: str) -> Path:
-        """``blobs/<etag>.<tag>.incomplete``: where the client streams a download (``tag``: 8 hex, per download)."""
-        return self.blobs / f"{etag}.{tag}.incomplete"
-
-    def commit_of(self, revision: str) -> str | None:
-        """The commit ``revision`` names in this cache: itself when a commit id, else what its ref holds."""
-        return revision if is_commit(revision) else self.read_ref(revision)
-
-    def store_target(self, etag: str) -> Path | None:
-        """The shared-store file that ``blobs/<etag>`` links to, when it is a link into the store.
-
-        Only the store's own shape counts: ``<cache>/blobs/<xx>/<xet hash>`` reached without any
-        other symlink on the way. Any other link (or a regular blob) gives None.
-        """
-        blob = os.path.join(self.blobs, etag)
-        try:
-            target = os.readlink(blob)
-        except OSError:
-            return None
-        resolved = os.path.normpath(os.path.join(self.blobs, target))
-        name = os.path.basename(resolved)
-        if not XET_HASH_RE.fullmatch(name) or resolved != str(store_file(self.cache_dir, name)):
-            return None
-        if os.path.realpath(os.path.dirname(resolved)) != os.path.dirname(resolved):
-            return None  # a link planted on the way to the store leads elsewhere
-        return Path(resolved)
-
     def bytes_in(self, cache_dir: Path, blob_name: str, xet: str) -> tuple[Path, ...]:
         """Where another cache folder (a read-only layer) may keep a file's bytes, without links:
         this repo's ``blobs/<name>`` there, then the shared-store file of its Xet hash (when it has one).
@@ -223,41 +214,6 @@ class RepoCache:
         """
         blob = Path(cache_dir) / self.folder_name / "blobs" / blob_name
         return (blob, store_file(cache_dir, xet)) if xet else (blob,)
-
-    def drop_store_reference(self, store: Path, etag: str) -> bool:
-        """Take ``blobs/<etag>`` of this repo out of the store entry's ``.refs`` manifest (call under its lock).
-
-        Returns whether the manifest named it.
-
-        The manifest lists, one per line relative to the cache, the repo links to the entry; the
-        client appends a line before it makes a link and reads them when it collects garbage.
-        """
-        manifest = self.store_manifest(store)
-        try:
-            if manifest.is_symlink():
-                return False
-            lines = manifest.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeError):
-            return False
-        mine = f"{self.folder_name}/blobs/{etag}"
-        kept = [line for line in lines if line != mine]
-        if len(kept) == len(lines):
-            return False
-        # The client's mode: every user of a shared cache appends to it.
-        atomic_write_text(manifest, "".join(f"{line}\n" for line in kept), mode=0o666)
-        return True
-
-    def store_manifest(self, store: Path) -> Path:
-        """``<xet hash>.refs`` beside a shared-store entry: the repo links to it, one a line."""
-        return store.with_name(f"{store.name}.refs")
-
-    def store_lock(self, store: Path) -> Path:
-        """huggingface_hub's lock of one shared-store entry (held while it publishes, links or collects it)."""
-        return store.with_name(f"{store.name}.lock")
-
-    def store_soft_lock(self, store: Path) -> Path:
-        """The marker file the client locks a shared-store entry with where ``flock`` fails (``<lock>.soft``)."""
-        return store.with_name(f"{store.name}.lock.soft")
 
     @property
     def client_locks(self) -> Path:
@@ -268,92 +224,9 @@ class RepoCache:
         """The client's per-blob lock: holding it means nobody is downloading that blob."""
         return self.client_locks / f"{etag}.lock"
 
-    def xet_hashes(self) -> set[str]:
-        """The Xet hashes of this repo's files that the cache knows of: from the client's cached
-        listings (every commit in ``trees/``) and from the repo's links into the shared store."""
-        found: set[str] = set()
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(self.root / "trees"):
-                commit = entry.name.removesuffix(".json")
-                if entry.name.endswith(".json") and is_commit(commit):
-                    for info in (self.read_listing_cache(commit) or {}).values():
-                        xet = info.get("xet_hash")
-                        if isinstance(xet, str) and XET_HASH_RE.fullmatch(xet):
-                            found.add(xet)
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(self.blobs):
-                store = self.store_target(entry.name)
-                if store is not None:
-                    found.add(store.name)
-        return found
-
-    def read_ref(self, revision: str) -> str | None:
-        """The commit a cached branch or tag points at, or None when absent, empty or garbage."""
-        path = self.ref(revision)
-        try:
-            if path.is_symlink() or not is_within(path, self.root):
-                return None
-            text = path.read_text(encoding="ascii", errors="replace").strip()
-        except OSError:
-            return None
-        return text if is_commit(text) else None
-
     def make_folders(self, folder: Path) -> Path:
         """``make_folders`` below this cache, naming this repo in the error."""
         return make_folders(folder, self.cache_dir, repo_id=self.repo_id)
-
-    def write_ref(self, revision: str, commit: str) -> bool:
-        """Point ``refs/<revision>`` at ``commit`` (atomically); True when it had to change."""
-        if self.read_ref(revision) == commit:
-            return False
-        path = self.ref(revision)
-        self.make_folders(path.parent)
-        atomic_write_text(path, commit, mode=PRIVATE_MODE)
-        return True
-
-    def read_listing_cache(self, commit: str) -> dict[str, dict[str, Any]] | None:
-        """The client's cached listing ``trees/<commit>.json``, entries in its JSON form, or None.
-
-        Read through huggingface_hub's own tree-cache code (see :mod:`~pytest_hfsnapshot.core._hf_compat`),
-        after refusing a planted link; on a release without it, in the format huggingface_hub 1.33 to 2.4 write.
-        """
-        path = self.tree_cache(commit)
-        if path.is_symlink() or not is_within(path.parent, self.root):
-            return None
-        client = client_listing_cache()
-        if client is not None:
-            return client.read(self.root, commit)
-        return self.read_listing_file(commit)
-
-    def read_listing_file(self, commit: str) -> dict[str, dict[str, Any]] | None:
-        """``trees/<commit>.json`` read from disk by hand, in the format huggingface_hub 1.33 to 2.4 write,
-        or None (absent, a planted link, unreadable, another format, an entry that is not an object).
-
-        What a check of the disk reads (``doctor``): the client's tree-cache module loads its HTTP stack,
-        and its in-memory copy may differ from the disk. Another format is read with
-        :meth:`read_listing_cache`.
-        """
-        path = self.tree_cache(commit)
-        if path.is_symlink() or not is_within(path.parent, self.root):
-            return None
-        data = read_json(path)
-        if not isinstance(data, dict) or data.get("format_version") != TREE_CACHE_FORMAT:
-            return None
-        files = data.get("files")
-        if not isinstance(files, dict) or not all(isinstance(info, dict) for info in files.values()):
-            return None
-        return files
-
-    def write_listing_cache(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
-        """Store a listing where and as the client keeps it (``xet_hash`` included), so that it
-        neither lists the tree again nor sends a HEAD per Xet file."""
-        self.make_folders(self.tree_cache(commit).parent)
-        client = client_listing_cache()
-        if client is not None:
-            client.write(self.root, commit, files)
-            return
-        payload = {"format_version": TREE_CACHE_FORMAT, "files": files}
-        atomic_write_json(self.tree_cache(commit), payload, root=self.cache_dir, repo_id=self.repo_id)
 
     def require_inside(self, path: Path) -> None:
         """Refuse to write or delete through a folder that resolves outside the repo's cache folder."""
@@ -366,27 +239,6 @@ class RepoCache:
                 f"Refusing to touch it: remove the symlink or delete {self.root} and run again.",
                 repo_id=self.repo_id,
             )
-
-    def incomplete_blobs(self, etag: str | None = None) -> list[Path]:
-        """``*.incomplete`` files in ``blobs/`` (for one etag, or all)."""
-        try:
-            entries = list(os.scandir(self.blobs))
-        except OSError:
-            return []
-        found = []
-        for entry in entries:
-            match = INCOMPLETE_RE.match(entry.name)
-            if match and (etag is None or match.group("etag") == etag):
-                found.append(Path(entry.path))
-        return sorted(found)
-
-    def has_incomplete_blobs(self) -> bool:
-        """Whether ``blobs/`` holds any ``*.incomplete`` file (:meth:`incomplete_blobs`, without building paths)."""
-        try:
-            names = os.listdir(self.blobs)
-        except OSError:
-            return False
-        return any(name.endswith(".incomplete") and INCOMPLETE_RE.match(name) for name in names)
 
     # --- our own records ----------------------------------------------------------------------
     @property
@@ -459,6 +311,194 @@ class RepoCache:
                 repo_id=self.repo_id,
             )
         return relpath
+
+
+class Refs:
+    """The repo's ``refs/<branch or tag>``: the commit each pointed at when last resolved."""
+
+    def __init__(self, repo: RepoCache) -> None:
+        self.repo = repo
+
+    def read(self, revision: str) -> str | None:
+        """The commit a cached branch or tag points at, or None when absent, empty or garbage."""
+        path = self.repo.ref(revision)
+        try:
+            if path.is_symlink() or not is_within(path, self.repo.root):
+                return None
+            text = path.read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            return None
+        return text if is_commit(text) else None
+
+    def write(self, revision: str, commit: str) -> bool:
+        """Point ``refs/<revision>`` at ``commit`` (atomically); True when it had to change."""
+        if self.read(revision) == commit:
+            return False
+        path = self.repo.ref(revision)
+        self.repo.make_folders(path.parent)
+        atomic_write_text(path, commit, mode=PRIVATE_MODE)
+        return True
+
+    def commit_of(self, revision: str) -> str | None:
+        """The commit ``revision`` names in this cache: itself when a commit id, else what its ref holds."""
+        return revision if is_commit(revision) else self.read(revision)
+
+
+class ListingCache:
+    """The client's cached listings, ``trees/<commit>.json``, entries in their JSON form."""
+
+    def __init__(self, repo: RepoCache) -> None:
+        self.repo = repo
+
+    def read(self, commit: str) -> dict[str, dict[str, Any]] | None:
+        """The listing of ``commit``, or None; read through huggingface_hub's own tree-cache code (see
+        :mod:`~pytest_hfsnapshot.core._hf_compat`) after refusing a planted link, else as :meth:`read_file`."""
+        path = self.repo.tree_cache(commit)
+        if path.is_symlink() or not is_within(path.parent, self.repo.root):
+            return None
+        client = client_listing_cache()
+        if client is not None:
+            return client.read(self.repo.root, commit)
+        return self.read_file(commit)
+
+    def read_file(self, commit: str) -> dict[str, dict[str, Any]] | None:
+        """``trees/<commit>.json`` read from disk by hand, in the format huggingface_hub 1.33 to 2.4 write,
+        or None (absent, a planted link, unreadable, another format, an entry that is not an object).
+
+        What a check of the disk reads (``doctor``): the client's tree-cache module loads its HTTP stack,
+        and its in-memory copy may differ from the disk.
+        """
+        path = self.repo.tree_cache(commit)
+        if path.is_symlink() or not is_within(path.parent, self.repo.root):
+            return None
+        data = read_json(path)
+        if not isinstance(data, dict) or data.get("format_version") != TREE_CACHE_FORMAT:
+            return None
+        files = data.get("files")
+        if not isinstance(files, dict) or not all(isinstance(info, dict) for info in files.values()):
+            return None
+        return files
+
+    def write(self, commit: str, files: dict[str, dict[str, Any]]) -> None:
+        """Store a listing where and as the client keeps it (``xet_hash`` included), so that it
+        neither lists the tree again nor sends a HEAD per Xet file."""
+        repo = self.repo
+        repo.make_folders(repo.tree_cache(commit).parent)
+        client = client_listing_cache()
+        if client is not None:
+            client.write(repo.root, commit, files)
+            return
+        payload = {"format_version": TREE_CACHE_FORMAT, "files": files}
+        atomic_write_json(repo.tree_cache(commit), payload, root=repo.cache_dir, repo_id=repo.repo_id)
+
+
+class SharedStore:
+    """The repo's links into the cache's shared blob store, ``{cache}/blobs/<xx>/<xet hash>``."""
+
+    def __init__(self, repo: RepoCache) -> None:
+        self.repo = repo
+
+    def target(self, etag: str) -> Path | None:
+        """The store file that ``blobs/<etag>`` links to, when it is a link into the store.
+
+        Only the store's own shape counts: ``<cache>/blobs/<xx>/<xet hash>`` reached without any
+        other symlink on the way. Any other link (or a regular blob) gives None.
+        """
+        blobs = self.repo.blobs
+        try:
+            target = os.readlink(os.path.join(blobs, etag))
+        except OSError:
+            return None
+        resolved = os.path.normpath(os.path.join(blobs, target))
+        name = os.path.basename(resolved)
+        if not XET_HASH_RE.fullmatch(name) or resolved != str(store_file(self.repo.cache_dir, name)):
+            return None
+        if os.path.realpath(os.path.dirname(resolved)) != os.path.dirname(resolved):
+            return None  # a link planted on the way to the store leads elsewhere
+        return Path(resolved)
+
+    def manifest(self, store: Path) -> Path:
+        """``<xet hash>.refs`` beside a store entry: the repo links to it, one a line."""
+        return store.with_name(f"{store.name}.refs")
+
+    def lock(self, store: Path) -> Path:
+        """huggingface_hub's lock of one store entry (held while it publishes, links or collects it)."""
+        return store.with_name(f"{store.name}.lock")
+
+    def soft_lock(self, store: Path) -> Path:
+        """The marker file the client locks a store entry with where ``flock`` fails (``<lock>.soft``)."""
+        return store.with_name(f"{store.name}.lock.soft")
+
+    def drop_reference(self, store: Path, etag: str) -> bool:
+        """Take ``blobs/<etag>`` of this repo out of the store entry's ``.refs`` manifest (call under its
+        lock); whether the manifest named it. The client appends a line (relative to the cache) before
+        it makes a link, and reads them when it collects garbage."""
+        manifest = self.manifest(store)
+        try:
+            if manifest.is_symlink():
+                return False
+            lines = manifest.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeError):
+            return False
+        mine = f"{self.repo.folder_name}/blobs/{etag}"
+        kept = [line for line in lines if line != mine]
+        if len(kept) == len(lines):
+            return False
+        # The client's mode: every user of a shared cache appends to it.
+        atomic_write_text(manifest, "".join(f"{line}\n" for line in kept), mode=0o666)
+        return True
+
+    def xet_hashes(self) -> set[str]:
+        """The Xet hashes of the repo's files that the cache knows of: from the client's cached
+        listings (every commit in ``trees/``) and from the repo's links into the store."""
+        repo = self.repo
+        found: set[str] = set()
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(repo.root / "trees"):
+                commit = entry.name.removesuffix(".json")
+                if entry.name.endswith(".json") and is_commit(commit):
+                    for info in (repo.listings.read(commit) or {}).values():
+                        xet = info.get("xet_hash")
+                        if isinstance(xet, str) and XET_HASH_RE.fullmatch(xet):
+                            found.add(xet)
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(repo.blobs):
+                store = self.target(entry.name)
+                if store is not None:
+                    found.add(store.name)
+        return found
+
+
+class IncompleteBlobs:
+    """The repo's ``blobs/<etag>.<8 hex>.incomplete``: downloads in flight, or orphaned by a kill."""
+
+    def __init__(self, repo: RepoCache) -> None:
+        self.repo = repo
+
+    def path(self, etag: str, tag: str) -> Path:
+        """Where the client streams a download of ``etag`` (``tag``: 8 hex, per download)."""
+        return self.repo.blobs / f"{etag}.{tag}.incomplete"
+
+    def found(self, etag: str | None = None) -> list[Path]:
+        """The incomplete blobs there are (of one etag, or all), sorted."""
+        try:
+            entries = list(os.scandir(self.repo.blobs))
+        except OSError:
+            return []
+        found = []
+        for entry in entries:
+            match = INCOMPLETE_RE.match(entry.name)
+            if match and (etag is None or match.group("etag") == etag):
+                found.append(Path(entry.path))
+        return sorted(found)
+
+    def any(self) -> bool:
+        """Whether there is one (:meth:`found`, without building paths)."""
+        try:
+            names = os.listdir(self.repo.blobs)
+        except OSError:
+            return False
+        return any(name.endswith(".incomplete") and INCOMPLETE_RE.match(name) for name in names)
 
 
 def is_within(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:

@@ -524,10 +524,10 @@ def clear_client_markers(repo: RepoCache, host: str, *, unwritten_after: float |
     if is_within(repo.client_locks, repo.cache_dir):
         with contextlib.suppress(OSError):
             candidates += sorted(Path(e.path) for e in os.scandir(repo.client_locks) if e.name.endswith(".lock"))
-    for xet in sorted(repo.xet_hashes()):
+    for xet in sorted(repo.store.xet_hashes()):
         store = store_file(repo.cache_dir, xet)
         if is_within(store.parent, repo.cache_dir):
-            candidates += [repo.store_lock(store), repo.store_soft_lock(store)]
+            candidates += [repo.store.lock(store), repo.store.soft_lock(store)]
     removed = []
     for path in candidates:
         marker = _read_marker(path)

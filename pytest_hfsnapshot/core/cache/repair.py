@@ -171,7 +171,7 @@ class Repairer:
                 os.unlink(link)
             if problem.blob_damaged:
                 self.repo.require_inside(self.repo.blobs)
-                store = self.repo.store_target(f.blob_name)
+                store = self.repo.store.target(f.blob_name)
                 if store is not None:
                     self._unlink_from_store(store, f)
                 else:
@@ -185,7 +185,7 @@ class Repairer:
         before each removal. A file simply not downloaded yet (no blob, no unfinished download of
         it) has nothing to remove."""
         blobs_before = blob_names(self.repo.blobs)
-        orphans = self.repo.incomplete_blobs()
+        orphans = self.repo.incomplete.found()
         interrupted = {p.name.split(".", 1)[0] for p in orphans}
         repaired: list[str] = []
         for f in files:
@@ -213,7 +213,7 @@ class Repairer:
         again instead of linking it anew. The entry's ``.refs`` manifest loses this repo's line,
         which the client writes back when it links the repo again.
         """
-        lock = FileLock(str(self.repo.store_lock(store)), mode=0o666, timeout=self.lock_timeout, is_singleton=False)
+        lock = FileLock(str(self.repo.store.lock(store)), mode=0o666, timeout=self.lock_timeout, is_singleton=False)
         with lock:
             with contextlib.suppress(FileNotFoundError):
                 st = os.lstat(store)
@@ -221,7 +221,7 @@ class Repairer:
                 if damaged:
                     log.info("hfsnapshot: removing the damaged shared blob %s of %s", store, self.label)
                     os.unlink(store)
-            self.repo.drop_store_reference(store, f.blob_name)
+            self.repo.store.drop_reference(store, f.blob_name)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.repo.blob(f.blob_name))
 
@@ -231,7 +231,7 @@ class Repairer:
         Every orphan of the repo goes, not only those of the selected files: a killed download
         of a file this request does not need is still debris nobody will ever resume.
         """
-        for path in self.repo.incomplete_blobs():
+        for path in self.repo.incomplete.found():
             etag = path.name.split(".", 1)[0]
             try:
                 with self.blob_lock(etag, timeout=0):

@@ -264,7 +264,7 @@ def check_file(
         if isinstance(st, Problem):
             return st
         if stat.S_ISLNK(st.st_mode):
-            store = repo.store_target(expected.blob_name)
+            store = repo.store.target(expected.blob_name)
             if store is None:
                 return _check_layer_link(repo, blob, expected, layers)
             if expected.xet and store.name != expected.xet:

@@ -158,7 +158,7 @@ def _fix_ref(root: Path, finding: Finding, lock_timeout: float, session: str) ->
         request = SnapshotRequest.build(finding.repo_id, revision=finding.revision, repo_type=finding.repo_type)
         commit = resolve_revision(request, Settings(cache_dir=root, session=session, lock_timeout=lock_timeout))
         with RepoLock(repo, timeout=lock_timeout):
-            repo.write_ref(finding.revision, commit)
+            repo.refs.write(finding.revision, commit)
     except HfSnapshotError as error:
         return Action("failed", finding.label, f"{finding.path}: {_first_line(error)}")
     return Action("repaired", finding.label, f"{finding.path} -> {commit} (what the Hub says it names now)")
@@ -198,7 +198,7 @@ def _requests_for(repo: RepoCache, commit: str, paths: set[str]) -> list[Snapsho
             covered |= files
     rest = paths - covered
     if rest:
-        listed = set(repo.read_listing_cache(commit) or {})
+        listed = set(repo.listings.read(commit) or {})
         present = {name for name in snapshot_files(repo.snapshot_dir(commit)) if name in listed}
         chosen = sorted(present | rest)
         requests.append(
@@ -322,7 +322,7 @@ def blobs_in_use(repo: RepoCache) -> set[str]:
             if is_commit(text):
                 commits.add(text)
     for commit in commits:
-        for info in (repo.read_listing_cache(commit) or {}).values():
+        for info in (repo.listings.read(commit) or {}).values():
             used.add(str(info.get("lfs_sha256") or info.get("blob_id")))
     return used
 
@@ -338,10 +338,10 @@ def _unlink_blob(repo: RepoCache, name: str, lock_timeout: float) -> int | None:
         info = os.lstat(path)
     except FileNotFoundError:
         return None
-    store = repo.store_target(name) if stat.S_ISLNK(info.st_mode) else None
+    store = repo.store.target(name) if stat.S_ISLNK(info.st_mode) else None
     if store is not None:
         with _store_lock(store, lock_timeout):
-            repo.drop_store_reference(store, name)
+            repo.store.drop_reference(store, name)
             os.unlink(path)
         return 0
     os.unlink(path)

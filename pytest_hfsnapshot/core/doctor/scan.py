@@ -440,7 +440,7 @@ class _Scanner:
         try:
             # The disk as it is, read by hand in the known format (no client module, no in-memory copy);
             # through the client's own code otherwise (a format of another release).
-            return repo.read_listing_file(commit) or repo.read_listing_cache(commit)
+            return repo.listings.read_file(commit) or repo.listings.read(commit)
         except OSError as error:
             self._dead(error)
             return None

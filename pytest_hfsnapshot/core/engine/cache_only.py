@@ -85,9 +85,9 @@ def _served(call: Call, held: HeldCheck, commit: str) -> Snapshot:
     # Orphans of killed downloads need no network to go, and a verified snapshot has none.
     held()
     call.repair.remove_orphans()
-    if not request.pinned and repo.read_ref(request.revision) is None:
+    if not request.pinned and repo.refs.read(request.revision) is None:
         # The ref came from a layer: test code loading the repo by id offline reads this cache's.
-        repo.write_ref(request.revision, commit)
+        repo.refs.write(request.revision, commit)
     record.write(call, commit, files, {**findings.adopted, **served.entries})
     return record.snapshot(call, commit, files, "cache", repaired=tuple(sorted(served.repaired)))
 

@@ -159,7 +159,7 @@ def check_space(call: Call, needed: list[ExpectedFile]) -> None:
     """Refuse, before the first byte, a download the cache's filesystem cannot take."""
     want = [space.need(call.repo, call.request.label, needed)]
     short = space.shortfall(want)
-    if short is not None and call.repo.incomplete_blobs():
+    if short is not None and call.repo.incomplete.found():
         call.repair.remove_orphans()  # debris of killed downloads holds space the check counts as taken
         short = space.shortfall(want)
     if short is not None:

@@ -3,7 +3,7 @@ selection a request makes of it.
 
 The raw form (``{path: {"size", "blob_id", "lfs_sha256", "lfs_size", "xet_hash"}}``) is what the
 cache keeps through huggingface_hub's own tree cache
-(:meth:`~pytest_hfsnapshot.core.cache.layout.RepoCache.read_listing_cache`).
+(:meth:`~pytest_hfsnapshot.core.cache.layout.ListingCache.read`).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def select(request: SnapshotRequest, listing: dict[str, ExpectedFile], commit: s
 def cached(repo: RepoCache, layers: Layers, commit: str) -> dict[str, ExpectedFile] | None:
     """The listing of ``commit`` the cache holds (the client's tree cache), else the first layer's
     (copied where the client's own offline calls look); None when neither holds one to trust."""
-    raw = repo.read_listing_cache(commit)
+    raw = repo.listings.read(commit)
     if raw is not None:
         try:
             return parse(repo, raw)
@@ -115,7 +115,7 @@ def cached(repo: RepoCache, layers: Layers, commit: str) -> dict[str, ExpectedFi
         listing = parse(repo, layered)
     except (KeyError, TypeError, ValueError):
         return None
-    repo.write_listing_cache(commit, layered)
+    repo.listings.write(commit, layered)
     return listing
 
 
@@ -130,7 +130,7 @@ def load(call: Call, retrier: retry.Retrier, commit: str) -> dict[str, ExpectedF
         retried=not retry.client_retries_listings(),
     )
     listing = parse(call.repo, raw)
-    call.repo.write_listing_cache(commit, raw)
+    call.repo.listings.write(commit, raw)
     return listing
 
 

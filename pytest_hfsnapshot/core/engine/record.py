@@ -25,7 +25,7 @@ def recorded(call: Call, commit: str | None) -> Snapshot | None:
         return None
     if not all_fine(repo, str(repo.snapshot_dir(commit)), files, call.layers.roots):
         return None
-    if repo.has_incomplete_blobs():
+    if repo.incomplete.any():
         return None  # an orphan to clean up (or a download in flight): the slow path decides
     if call.hash_all and hash_mismatches(call.repair.blob_pairs(commit, files)):
         return None

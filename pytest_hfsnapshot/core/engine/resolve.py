@@ -50,7 +50,7 @@ def known_commit(call: Call) -> str | None:
 def cached_ref(call: Call) -> str | None:
     """The commit the revision's ref names in the writable cache, else in the first layer holding one."""
     revision = call.request.revision
-    return call.repo.read_ref(revision) or call.layers.read_ref(call.repo, revision)
+    return call.repo.refs.read(revision) or call.layers.read_ref(call.repo, revision)
 
 
 def resolve(call: Call, retrier: Retrier) -> Resolved:
@@ -99,9 +99,9 @@ def record_ref(call: Call, held: HeldCheck, commit: str) -> bool:
     revision = call.request.revision
     if call.request.pinned:
         return False
-    damaged = call.repo.ref(revision).is_file() and call.repo.read_ref(revision) is None
+    damaged = call.repo.ref(revision).is_file() and call.repo.refs.read(revision) is None
     held()
-    call.repo.write_ref(revision, commit)
+    call.repo.refs.write(revision, commit)
     return damaged
 
 

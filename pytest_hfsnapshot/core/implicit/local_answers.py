@@ -58,7 +58,7 @@ def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path
             return missing(commit)
         return _file(repo, commit, call.path, with_body=method.upper() == "GET")
     if call.kind in ("tree", "paths-info"):
-        listing = repo.read_listing_cache(commit)
+        listing = repo.listings.read(commit)
         if listing is None:
             return None
         entries = [_tree_entry(path, info) for path, info in sorted(listing.items())]

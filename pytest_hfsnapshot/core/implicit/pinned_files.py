@@ -74,7 +74,7 @@ def finish(pin_file: PinFile, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> 
         )
     repo = RepoCache(cache_dir, pin.repo_id, pin.repo_type)
     if pin.moves:
-        repo.write_ref(pin.revision, snapshot.commit)  # offline, library code resolves the branch here
+        repo.refs.write(pin.revision, snapshot.commit)  # offline, library code resolves the branch here
     for missing in pin.missing:
         marker = repo.no_exist(snapshot.commit, missing)
         repo.require_inside(marker)
