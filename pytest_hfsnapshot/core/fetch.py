@@ -16,6 +16,7 @@ from . import error_builders, listing, record, retry, space, xet
 from ._hf_compat import xet_in_use
 from .call import Call
 from .hashing import ArrivalHasher
+from .implicit import own_thread
 from .locking import HeldCheck, wait_for_client_lock
 from .repair import blob_names
 from .resolve import known_commit, resolve
@@ -146,7 +147,9 @@ def _transfer(call: Call, held: HeldCheck, commit: str, files: list[ExpectedFile
             token=call.settings.token,
         )
 
-    with ThreadPoolExecutor(max_workers=TRANSFER_WORKERS, thread_name_prefix="hfsnapshot-fetch") as pool:
+    with ThreadPoolExecutor(
+        max_workers=TRANSFER_WORKERS, thread_name_prefix="hfsnapshot-fetch", initializer=own_thread
+    ) as pool:
         futures = [pool.submit(one, f) for f in files]
     errors = [error for future in futures if (error := future.exception()) is not None]
     lost = [error for error in errors if isinstance(error, LockLostError)]

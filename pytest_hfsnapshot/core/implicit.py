@@ -145,27 +145,30 @@ class Prepared:
 #: Materializes one file (repo type, repo id, revision, path, settings); see :mod:`.file_materialize`.
 Preparer = Callable[[str, str, str, str, "Settings"], "Prepared | None"]
 
-_own_lock = threading.Lock()
-_own_depth = 0
+#: How deep in the plugin's own work each thread is (see :func:`own_work`).
+_own = threading.local()
 
 
 @contextlib.contextmanager
 def own_work() -> Iterator[None]:
-    """The plugin's own work runs inside (``materialize`` and its threads): its requests and cache
-    reads are no implicit use, in any observer of the process."""
-    global _own_depth
-    with _own_lock:
-        _own_depth += 1
+    """The plugin's own work runs inside (``materialize``): its requests and cache reads in this thread
+    are no implicit use, in any observer of the process. Other threads' loads still are (a session
+    endpoint's handler runs library code while another handler runs the engine)."""
+    _own.depth = getattr(_own, "depth", 0) + 1
     try:
         yield
     finally:
-        with _own_lock:
-            _own_depth -= 1
+        _own.depth -= 1
+
+
+def own_thread() -> None:
+    """A thread pool's ``initializer``: every task of the plugin's own worker threads is its own work."""
+    _own.depth = getattr(_own, "depth", 0) + 1
 
 
 def busy() -> bool:
-    """Whether the plugin's own work is running in this process."""
-    return _own_depth > 0
+    """Whether this thread is doing the plugin's own work."""
+    return getattr(_own, "depth", 0) > 0
 
 
 class Recorder:
@@ -174,16 +177,41 @@ class Recorder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._uses: dict[Key, ImplicitUse] = {}
-        #: The node id of the test in setup, call or teardown; else ``collection`` or ``session``.
-        self.phase = SESSION
+        self._phase = SESSION
+        #: A thread acting for another test than the running one (:meth:`acting_for`).
+        self._acting = threading.local()
         #: Keys used by each phase (what ``fail`` mode checks at the end of a test).
         self._by_phase: dict[str, set[Key]] = {}
+
+    @property
+    def phase(self) -> str:
+        """The node id of the test in setup, call or teardown; else ``collection`` or ``session``.
+
+        A thread inside :meth:`acting_for` sees the phase it acts for instead.
+        """
+        acting: str | None = getattr(self._acting, "phase", None)
+        return acting if acting is not None else self._phase
+
+    @phase.setter
+    def phase(self, value: str) -> None:
+        self._phase = value
+
+    @contextlib.contextmanager
+    def acting_for(self, phase: str) -> Iterator[None]:
+        """Record this thread's uses under ``phase`` (a session endpoint serving a test's child process)
+        while the test's own thread goes on under its own."""
+        before = getattr(self._acting, "phase", None)
+        self._acting.phase = phase
+        try:
+            yield
+        finally:
+            self._acting.phase = before
 
     def reset(self) -> None:
         with self._lock:
             self._uses.clear()
             self._by_phase.clear()
-            self.phase = SESSION
+            self._phase = SESSION
 
     def note(
         self,
@@ -262,5 +290,6 @@ __all__ = [
     "Recorder",
     "busy",
     "merged",
+    "own_thread",
     "own_work",
 ]

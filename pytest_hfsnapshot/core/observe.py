@@ -25,7 +25,7 @@ from typing import Any
 from ..request import is_commit, snapshot_label
 from ..settings import ImplicitMode, Settings, pytest_command
 from . import _hf_compat, hub_calls, local_answers, state, usage
-from .credentials import token_set
+from .credentials import sent_token, token_set
 from .implicit import Prepared, Preparer, Recorder, busy, own_work
 from .layout import RepoCache
 from .pins import REFUSALS, PinFile
@@ -72,6 +72,8 @@ class Observer:
         self._prepared: dict[tuple[str, ...], tuple[Prepared, tuple[int, int, int] | None]] = {}
         #: The implicit refusals this process kept in the cache's state (cache, repo, code, token set).
         self._refusals_kept: set[tuple[str, str, str, str, bool]] = set()
+        #: Called with every answer huggingface_hub's client gets, the plugin's own included.
+        self._listeners: list[Callable[[Any], None]] = []
 
     @property
     def manages(self) -> bool:
@@ -79,6 +81,14 @@ class Observer:
 
     def offline(self) -> bool:
         return self._offline()
+
+    def listen(self, listener: Callable[[Any], None]) -> None:
+        """Call ``listener(response)`` with every answer of the Hub from now on (the plugin's own too)."""
+        self._listeners.append(listener)
+
+    def endpoint(self) -> str:
+        """The Hub's endpoint this process talks to."""
+        return self._endpoint()
 
     # --- HTTP: requests and answers -------------------------------------------------------------
     def on_request(self, request: Any) -> None:
@@ -96,6 +106,8 @@ class Observer:
 
     def on_response(self, response: Any) -> None:
         """Record what an answer of the Hub says of a snapshot (its commit, a path, an absence, a refusal)."""
+        for listener in self._listeners:
+            listener(response)
         if busy():
             return
         request = response.request
@@ -274,6 +286,10 @@ class Observer:
         if known is not None and known[1] == _identity(snapshot_file):
             return dataclasses.replace(known[0], fetched=0)
         settings = dataclasses.replace(self._settings(), cache_dir=cache_dir)
+        token = sent_token()
+        if token is not None:
+            # On a child process's behalf (the session endpoint): with the token it sent, or none.
+            settings = dataclasses.replace(settings, token=token)
         with own_work():
             prepared = self._preparer(repo_type, repo_id, revision, path, settings)
         if prepared is not None and prepared.present and is_commit(revision):
