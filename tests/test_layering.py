@@ -15,7 +15,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_hfsnapshot"
 MAY_IMPORT = {
     "face": {"face"},
     "core": {"face"},
-    "plugin": {"face", "core"},
+    # The session's Hub for the processes a test starts: the core's engine and observer, no pytest.
+    "endpoint": {"face", "core"},
+    "plugin": {"face", "core", "endpoint"},
     "testing": {"face", "core"},
     "demo": {"face", "core", "testing"},
     # The command line runs the core's commands and the kit's `serve`, never pytest in-process.

@@ -268,7 +268,7 @@ class Observer:
             self._failed(error, repo_type, repo_id, revision, filename, offline=offline)
             raise
         if isinstance(result, str):
-            commit = _commit_of(result)
+            commit = commit_of(result)
             size, fetched = _sizes(result, started)
             self.recorder.note(
                 repo_type, repo_id, revision, commit=commit, path=filename, size=size, fetched=max(fetched, managed)
@@ -363,7 +363,7 @@ class Observer:
         lookup_cache = Path(bound.get("cache_dir") or self._cache_dir())
         revision = self.branch_of(repo_type, repo_id, str.__str__(bound.get("revision") or "main"), lookup_cache)
         if isinstance(result, str):
-            commit = _commit_of(result)
+            commit = commit_of(result)
             if self.manages and not self.offline() and commit is not None:
                 self._prepare(lookup_cache, repo_type, repo_id, commit, filename)
                 if not os.path.isfile(result):
@@ -522,7 +522,7 @@ def _json_list(response: Any) -> list[Any]:
     return data if isinstance(data, list) else []
 
 
-def _commit_of(path: str) -> str | None:
+def commit_of(path: str) -> str | None:
     """The commit of a path ``.../snapshots/<commit>/...`` of the cache."""
     parts = os.fspath(path).split(os.sep)
     for index in range(len(parts) - 2, -1, -1):
@@ -596,4 +596,4 @@ def _response(request: Any, made: local_answers.Answer) -> Any:
     return _http_module().Response(made.status, headers=dict(made.headers), content=made.body, request=request)
 
 
-__all__ = ["Observer", "OfflineMiss", "attach", "current", "observing", "start", "stop"]
+__all__ = ["Observer", "OfflineMiss", "attach", "commit_of", "current", "observing", "start", "stop"]
