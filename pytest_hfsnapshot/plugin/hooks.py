@@ -82,13 +82,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     serve_front(config.stash.get(_FRONT_KEY, "materialize"))
+    state = find_state(config)
+    if state is not None and state.implicit is not None:
+        state.implicit.close()  # first: the children's environment it set goes back before offline's
     restore = config.stash.get(_RESTORE_KEY, None)
     if restore is not None:
         restore()
         del config.stash[_RESTORE_KEY]
-    state = find_state(config)
-    if state is not None and state.implicit is not None:
-        state.implicit.close()
     if state is not None:
         state.remove_gate()
     if state is not None and state.worker is None:

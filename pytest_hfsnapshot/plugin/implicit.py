@@ -1,13 +1,15 @@
 """Implicit Hub use in a test session (``--hf-implicit``): which test made it, the summary, ``fail``.
 
 The core sees and manages the loads (:mod:`pytest_hfsnapshot.core.implicit.observe`); this module tells it
-which test is running, ships each xdist worker's uses to the controller, adds what child processes
-left in the cache, writes the ``hf implicit`` section, fails the tests ``fail`` mode refuses, and
-adds one line to the failure of a load an offline run could not serve.
+which test is running, serves the session endpoint to the processes tests start (in each process
+that runs tests: not in an xdist controller), ships each xdist worker's uses to the controller,
+adds what child processes left in the cache unseen, writes the ``hf implicit`` section, fails the
+tests ``fail`` mode refuses, and adds one line to the failure of a load an offline run could not serve.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from ..core.cache import pins
 from ..core.cache.formats import human_size
 from ..core.implicit import cache_changes, file_materialize, observe
 from ..core.implicit.uses import COLLECTION, SESSION, ImplicitUse, Key, merged
+from ..endpoint import ChildEnvironment, SessionEndpoint
 from ..request import snapshot_label
 from ..settings import pytest_command, say
 from .options import Options
@@ -52,6 +55,14 @@ class ImplicitSession:
         observe.start(self.observer)
         if getattr(config, "workerinput", None) is None:
             self._before = cache_changes.scan(options.effective_cache_dir())
+        #: The session endpoint the processes tests start talk to (None where no test runs).
+        self.endpoint: SessionEndpoint | None = None
+        self._children: ChildEnvironment | None = None
+        if _runs_tests(config):
+            self.endpoint = SessionEndpoint(self.observer, lambda: options.settings(session_id))
+            self.endpoint.start()
+            self._children = ChildEnvironment(self.endpoint.url_for(SESSION), offline=options.effective_offline())
+            self._children.apply()
 
     def _pin_file(self) -> pins.PinFile | None:
         """The pins the session's loads follow: none while ``--hf-update-pins`` asks the Hub anew."""
@@ -63,14 +74,28 @@ class ImplicitSession:
             return None
 
     def close(self) -> None:
-        observe.stop(self.observer)
+        """The endpoint stopped (no port left listening), the children's environment restored, the hooks out."""
+        try:
+            if self.endpoint is not None:
+                self.endpoint.close()
+        finally:
+            if self._children is not None:
+                self._children.restore()
+            observe.stop(self.observer)
+
+    def _children_of(self, phase: str) -> contextlib.AbstractContextManager[None]:
+        """``HF_ENDPOINT`` naming ``phase`` for the processes started in it."""
+        if self.endpoint is None or self._children is None:
+            return contextlib.nullcontext()
+        return self._children.for_test(self.endpoint.url_for(phase))
 
     # --- which test is running ------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection(self, session: pytest.Session) -> Generator[None, Any, Any]:
         self.observer.recorder.phase = COLLECTION
         try:
-            return (yield)
+            with self._children_of(COLLECTION):
+                return (yield)
         finally:
             self.observer.recorder.phase = SESSION
 
@@ -78,7 +103,8 @@ class ImplicitSession:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, Any, Any]:
         self.observer.recorder.phase = item.nodeid
         try:
-            return (yield)
+            with self._children_of(item.nodeid):
+                return (yield)
         finally:
             self.observer.recorder.phase = SESSION
 
@@ -156,6 +182,16 @@ class ImplicitSession:
                     uses.append(use)
             uses = merged(uses)
         return uses
+
+
+def _runs_tests(config: pytest.Config) -> bool:
+    """Whether this process runs tests: an xdist worker, or a session that is no xdist controller."""
+    if config.getoption("collectonly", False):
+        return False
+    if getattr(config, "workerinput", None) is not None:
+        return True
+    distributed = getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "tx", None))
+    return not distributed
 
 
 def pins_hint(pin_path: Path | None) -> str:

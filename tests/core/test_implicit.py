@@ -4,16 +4,22 @@
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from huggingface_hub import hf_hub_download, snapshot_download
 
+from pytest_hfsnapshot import materialize
 from pytest_hfsnapshot.core.cache import pins
-from pytest_hfsnapshot.core.hub import hub_calls
-from pytest_hfsnapshot.core.implicit import cache_changes, local_answers
+from pytest_hfsnapshot.core.cache.layout import RepoCache
+from pytest_hfsnapshot.core.hub import credentials, hub_calls
+from pytest_hfsnapshot.core.implicit import cache_changes, file_materialize, local_answers, observe
 from pytest_hfsnapshot.core.implicit.uses import ImplicitUse, Recorder, merged
+from pytest_hfsnapshot.core.own_work import busy, own_thread, own_work
 from pytest_hfsnapshot.errors import InvalidRequestError
+from pytest_hfsnapshot.settings import ImplicitMode, Settings
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 HUB = "http://127.0.0.1:9"
@@ -185,3 +191,91 @@ def test_a_use_by_commit_joins_its_branch_whatever_the_order_seen() -> None:
     branch = ImplicitUse("model", "org/t", "main", C1, {"config.json": 2}, tests=["w2"])
     (use,) = merged([by_commit, branch])
     assert (use.revision, sorted(use.files), use.tests) == ("main", ["config.json", "vocab.txt"], ["w2", "w1"])
+
+
+# --- threads: the plugin's own work and the test a thread acts for ---------------------------------
+
+
+def observer_for(hub: LocalHub, mode: ImplicitMode) -> observe.Observer:
+    from huggingface_hub import constants
+
+    return observe.Observer(
+        mode=mode,
+        offline=lambda: False,
+        endpoint=lambda: str(constants.ENDPOINT),
+        pin_file=lambda: None,
+        settings=lambda: Settings(cache_dir=hub.cache_dir),
+        prepare=file_materialize.prepare,
+    )
+
+
+def test_own_work_belongs_to_the_thread_doing_it() -> None:
+    inside, leave = threading.Event(), threading.Event()
+
+    def engine() -> None:
+        with own_work():
+            inside.set()
+            leave.wait(10)
+
+    worker = threading.Thread(target=engine)
+    worker.start()
+    try:
+        assert inside.wait(10)
+        assert not busy(), "another thread's own work made this thread's loads the plugin's"
+    finally:
+        leave.set()
+        worker.join()
+    with ThreadPoolExecutor(1, initializer=own_thread) as pool:
+        assert pool.submit(busy).result()
+
+
+def test_a_load_while_another_thread_runs_the_engine_is_still_managed(local_hub: LocalHub) -> None:
+    # The race of a session endpoint: one handler thread inside the engine, another running library code.
+    commit = local_hub.add_repo("org/tiny", {"config.json": "{}"})
+    observer = observer_for(local_hub, "manage")
+    inside, leave = threading.Event(), threading.Event()
+
+    def engine() -> None:
+        with own_work():
+            inside.set()
+            leave.wait(10)
+
+    worker = threading.Thread(target=engine)
+    with observe.observing(observer):
+        worker.start()
+        try:
+            assert inside.wait(10)
+            with observer.recorder.acting_for("t.py::child"):
+                hf_hub_download("org/tiny", "config.json")
+        finally:
+            leave.set()
+            worker.join()
+    (use,) = observer.recorder.uses()
+    assert (use.repo_id, use.commit, sorted(use.files), use.tests) == (
+        "org/tiny",
+        commit,
+        ["config.json"],
+        ["t.py::child"],
+    )
+    repo = RepoCache(local_hub.cache_dir, "org/tiny", "model")
+    assert repo.record_paths(commit), "the load was not materialized by the plugin first"
+    assert observer.recorder.phase == "session", "acting for a test leaked out of the block"
+
+
+def test_the_engines_worker_threads_are_its_own_work(local_hub: LocalHub) -> None:
+    local_hub.add_repo("org/tiny", {"config.json": "{}", "model.safetensors": b"\x01" * 4096})
+    observer = observer_for(local_hub, "report")
+    with observe.observing(observer):
+        materialize("org/tiny", cache_dir=local_hub.cache_dir)
+    assert observer.recorder.uses() == [], "the engine's fetch threads were seen as implicit use"
+
+
+def test_a_thread_sends_the_token_it_acts_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_host")
+    assert (credentials.hub_token(), credentials.sent_token()) == ("hf_host", None)
+    with credentials.sending(None):
+        assert (credentials.hub_token(), credentials.sent_token(), credentials.token_set()) == (None, False, False)
+        with credentials.sending("hf_child"):
+            assert (credentials.hub_token(), credentials.sent_token()) == ("hf_child", "hf_child")
+        assert credentials.sent_token() is False
+    assert (credentials.hub_token(), credentials.sent_token()) == ("hf_host", None)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...errors import HfSnapshotWarning, InvalidRequestError
 from ...settings import LAYERS_ENV, Settings
+from ..own_work import own_thread
 from . import state
 from .layout import RepoCache, dropped_layer_file, is_within
 from .verify import ExpectedFile, Problem, ProblemKind, check_file, content_hash, hash_problem, link_target
@@ -458,7 +459,9 @@ def _hash_failures(items: list[tuple[ExpectedFile, Path]]) -> dict[str, Problem]
             return Problem(ProblemKind.UNREADABLE, expected.path, reason=str(error.strerror))
 
     workers = min(len(items), os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hfsnapshot-layer-hash") as pool:
+    with ThreadPoolExecutor(
+        max_workers=workers, thread_name_prefix="hfsnapshot-layer-hash", initializer=own_thread
+    ) as pool:
         results = list(pool.map(check, items))
     return {problem.path: problem for problem in results if problem is not None}
 

@@ -268,6 +268,12 @@ class RepoCache:
         return self.own_dir / "refusals" / f"{self.folder_name}.implicit.json"
 
     @property
+    def openness_path(self) -> Path:
+        """That the Hub served this repo's files to a request with no token (a session endpoint then
+        serves its cached files to any process of a later session without asking)."""
+        return self.own_dir / "open" / f"{self.folder_name}.json"
+
+    @property
     def records_dir(self) -> Path:
         """The folder of this repo's records, every commit's and every selection's."""
         return self.own_dir / "records" / self.folder_name

@@ -190,6 +190,20 @@ def forget_refusal(repo: RepoCache) -> None:
         os.unlink(repo.refusal_path)
 
 
+def remember_open(repo: RepoCache) -> None:
+    """Keep that the Hub served the repo's files with no token (best effort, as :func:`remember_refusal`)."""
+    with contextlib.suppress(OSError, HfSnapshotError):
+        atomic_write_json(
+            repo.openness_path, {"open": True, "at": time.time()}, root=repo.cache_dir, repo_id=repo.repo_id
+        )
+
+
+def known_open(repo: RepoCache) -> bool:
+    """Whether the Hub once served the repo's files with no token (see :func:`remember_open`)."""
+    data = read_json(repo.openness_path)
+    return isinstance(data, dict) and data.get("open") is True
+
+
 # --- failure memory -----------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..own_work import own_thread
 from .layout import XET_HASH_RE, RepoCache
 
 if TYPE_CHECKING:
@@ -117,7 +118,8 @@ def hash_mismatches(files: Iterable[tuple[ExpectedFile, Path]], workers: int | N
     if workers <= 1:
         results = [check(item) for item in items]
     else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hfsnapshot-hash") as pool:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hfsnapshot-hash", initializer=own_thread)
+        with pool:
             results = list(pool.map(check, items))
     return sorted(path for path in results if path is not None)
 

@@ -31,8 +31,8 @@ from ..cache import layers, state
 from ..cache.layers import LAYERS_ENV, env_layers, layer_roots, open_layers
 from ..cache.locking import HeldCheck, RepoLock
 from ..hub import gate, retry
-from ..hub.own_work import own_work
 from ..hub.retry import Retrier
+from ..own_work import own_work
 from . import cache_only, error_builders, fetch, listing, record, resolve, space
 from .call import Call
 

@@ -18,6 +18,7 @@ from ..cache.locking import HeldCheck, wait_for_client_lock
 from ..cache.repair import blob_names
 from ..cache.verify import ExpectedFile, ProblemKind, check_file, hash_problem
 from ..hub import retry, xet
+from ..own_work import own_thread
 from . import error_builders, listing, record, space
 from .call import Call
 from .resolve import known_commit, resolve
@@ -147,7 +148,9 @@ def _transfer(call: Call, held: HeldCheck, commit: str, files: list[ExpectedFile
             token=call.settings.token,
         )
 
-    with ThreadPoolExecutor(max_workers=TRANSFER_WORKERS, thread_name_prefix="hfsnapshot-fetch") as pool:
+    with ThreadPoolExecutor(
+        max_workers=TRANSFER_WORKERS, thread_name_prefix="hfsnapshot-fetch", initializer=own_thread
+    ) as pool:
         futures = [pool.submit(one, f) for f in files]
     errors = [error for future in futures if (error := future.exception()) is not None]
     lost = [error for error in errors if isinstance(error, LockLostError)]

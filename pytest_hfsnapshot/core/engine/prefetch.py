@@ -35,6 +35,7 @@ from ...snapshot import Snapshot
 from ..cache.formats import FailureRow, count, failure_groups, human_size, request_label
 from ..hub.credentials import token_set
 from ..hub.refusals import auth_message, skips
+from ..own_work import own_thread
 from . import space
 from .specs import parse_spec
 
@@ -178,7 +179,7 @@ def prefetch(
             finished.put(result)
 
     done: dict[SnapshotRequest, RequestResult] = {}
-    pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="hfsnapshot-prefetch")
+    pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="hfsnapshot-prefetch", initializer=own_thread)
     try:
         with _no_client_progress_bars():
             futures = [pool.submit(work, group) for group in groups.values()]
@@ -217,7 +218,7 @@ def _space_refusals(
         except Exception:
             return None  # its fetch meets the same failure and says what it is
 
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="hfsnapshot-plan") as pool:
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="hfsnapshot-plan", initializer=own_thread) as pool:
         planned = dict(zip(requests, pool.map(safely, requests), strict=True))
     fetching = {request: need for request, need in planned.items() if need is not None and need.blobs}
     needs = list(fetching.values())

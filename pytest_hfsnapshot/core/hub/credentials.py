@@ -7,19 +7,52 @@ for one "token=set" in the report header. Other sources (OIDC, Colab secrets) go
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
+from collections.abc import Iterator
 
 from huggingface_hub import constants as hf_constants
 
 _memo: dict[tuple[str | None, ...], str | None] = {}
+#: The token a thread sends on another process's behalf (see :func:`sending`).
+_sent = threading.local()
+
+
+@contextlib.contextmanager
+def sending(token: str | None) -> Iterator[None]:
+    """This thread acts for a process that sends ``token`` (None: none): :func:`hub_token` and
+    :func:`sent_token` say so here, for the session endpoint serving a test's child process."""
+    before = getattr(_sent, "token", _sent)
+    _sent.token = token
+    try:
+        yield
+    finally:
+        if before is _sent:
+            del _sent.token
+        else:
+            _sent.token = before
+
+
+def sent_token() -> str | bool | None:
+    """The token to pass huggingface_hub in this thread: the one :func:`sending` names (False for
+    none), else None (huggingface_hub's own lookup)."""
+    token = getattr(_sent, "token", _sent)
+    if token is _sent:
+        return None
+    return token if isinstance(token, str) else False
 
 
 def hub_token() -> str | None:
     """The token huggingface_hub would send, or None; never raises.
 
     Memoized on the settings it depends on, since redaction asks for every report with text.
+    In a thread inside :func:`sending`, the token sent there.
     """
+    sent = getattr(_sent, "token", _sent)
+    if sent is not _sent:
+        return sent if isinstance(sent, str) else None
     key = (
         os.environ.get("HF_TOKEN"),
         os.environ.get("HUGGING_FACE_HUB_TOKEN"),
@@ -54,4 +87,4 @@ def _look_up(from_env: str | None, *, oidc: bool, path: str) -> str | None:
         return None
 
 
-__all__ = ["hub_token", "token_set"]
+__all__ = ["hub_token", "sending", "sent_token", "token_set"]

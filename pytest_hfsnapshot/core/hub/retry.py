@@ -123,6 +123,11 @@ def safe_attr(obj: object, name: str) -> Any:
         return None
 
 
+def transient_status(status: int) -> bool:
+    """Whether an answer with this status is worth asking again (5xx, 429, 408, 425)."""
+    return status in _TRANSIENT_STATUS
+
+
 def _status(error: BaseException) -> int | None:
     response = safe_attr(error, "response")
     code = getattr(response, "status_code", None)

@@ -91,19 +91,34 @@ def _json(data: Any, commit: str) -> Answer:
 
 
 def _file(repo: RepoCache, commit: str, path: str, *, with_body: bool) -> Answer | None:
+    found = file_headers(repo, commit, path)
+    if found is None:
+        return None
+    headers, size = found
+    body = Path(repo.link(commit, path)).read_bytes() if with_body else b""
+    return Answer(200, {**headers, "Content-Length": str(size)}, body)
+
+
+def file_headers(repo: RepoCache, commit: str, path: str) -> tuple[dict[str, str], int] | None:
+    """The Hub's headers for a file the cache holds at ``commit`` (``X-Repo-Commit``, the ``ETag`` that
+    names its blob, ``X-Linked-Etag`` and ``X-Linked-Size`` for an LFS file) and its size; None when
+    the cache does not have it."""
     link = repo.link(commit, path)
     try:
         blob = os.path.basename(os.readlink(link)) if os.path.islink(link) else None
         size = os.stat(link).st_size
     except OSError:
         return None
-    headers = {"X-Repo-Commit": commit, "Content-Length": str(size)}
-    if blob is not None and len(blob) == 64:
+    if blob is None:
+        # A cache without symlinks: the blob's name is the one the client's listing gives.
+        listed = (repo.listings.read(commit) or {}).get(path) or {}
+        blob = listed.get("lfs_sha256") or listed.get("blob_id")
+    headers = {"X-Repo-Commit": commit}
+    if isinstance(blob, str) and len(blob) == 64:
         headers.update({"X-Linked-Etag": f'"{blob}"', "X-Linked-Size": str(size), "ETag": f'"{blob}"'})
-    elif blob is not None:
+    elif isinstance(blob, str):
         headers["ETag"] = f'"{blob}"'
-    body = Path(link).read_bytes() if with_body else b""
-    return Answer(200, headers, body)
+    return headers, size
 
 
 def _tree_entry(path: str, info: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,4 +130,4 @@ def _tree_entry(path: str, info: Mapping[str, Any]) -> dict[str, Any]:
     return entry
 
 
-__all__ = ["Answer", "answer", "missing", "refusal"]
+__all__ = ["Answer", "answer", "file_headers", "missing", "refusal"]

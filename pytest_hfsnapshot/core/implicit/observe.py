@@ -29,8 +29,8 @@ from ..cache import state, usage
 from ..cache.layout import RepoCache
 from ..cache.pins import REFUSALS, PinFile
 from ..hub import gate, hub_calls
-from ..hub.credentials import token_set
-from ..hub.own_work import busy, own_work
+from ..hub.credentials import sent_token, token_set
+from ..own_work import busy, own_work
 from . import local_answers
 from .uses import Prepared, Preparer, Recorder
 
@@ -76,6 +76,8 @@ class Observer:
         self._prepared: dict[tuple[str, ...], tuple[Prepared, tuple[int, int, int] | None]] = {}
         #: The implicit refusals this process kept in the cache's state (cache, repo, code, token set).
         self._refusals_kept: set[tuple[str, str, str, str, bool]] = set()
+        #: Called with every answer huggingface_hub's client gets, the plugin's own included.
+        self._listeners: list[Callable[[Any], None]] = []
 
     @property
     def manages(self) -> bool:
@@ -83,6 +85,14 @@ class Observer:
 
     def offline(self) -> bool:
         return self._offline()
+
+    def listen(self, listener: Callable[[Any], None]) -> None:
+        """Call ``listener(response)`` with every answer of the Hub from now on (the plugin's own too)."""
+        self._listeners.append(listener)
+
+    def endpoint(self) -> str:
+        """The Hub's endpoint this process talks to."""
+        return self._endpoint()
 
     # --- HTTP: requests and answers -------------------------------------------------------------
     def on_request(self, request: Any) -> None:
@@ -100,6 +110,8 @@ class Observer:
 
     def on_response(self, response: Any) -> None:
         """Record what an answer of the Hub says of a snapshot (its commit, a path, an absence, a refusal)."""
+        for listener in self._listeners:
+            listener(response)
         if busy():
             return
         request = response.request
@@ -260,7 +272,7 @@ class Observer:
             self._failed(error, repo_type, repo_id, revision, filename, offline=offline)
             raise
         if isinstance(result, str):
-            commit = _commit_of(result)
+            commit = commit_of(result)
             size, fetched = _sizes(result, started)
             self.recorder.note(
                 repo_type, repo_id, revision, commit=commit, path=filename, size=size, fetched=max(fetched, managed)
@@ -278,6 +290,10 @@ class Observer:
         if known is not None and known[1] == _identity(snapshot_file):
             return dataclasses.replace(known[0], fetched=0)
         settings = dataclasses.replace(self._settings(), cache_dir=cache_dir)
+        token = sent_token()
+        if token is not None:
+            # On a child process's behalf (the session endpoint): with the token it sent, or none.
+            settings = dataclasses.replace(settings, token=token)
         with own_work():
             prepared = self._preparer(repo_type, repo_id, revision, path, settings)
         if prepared is not None and prepared.present and is_commit(revision):
@@ -351,7 +367,7 @@ class Observer:
         lookup_cache = Path(bound.get("cache_dir") or self._cache_dir())
         revision = self.branch_of(repo_type, repo_id, str.__str__(bound.get("revision") or "main"), lookup_cache)
         if isinstance(result, str):
-            commit = _commit_of(result)
+            commit = commit_of(result)
             if self.manages and not self.offline() and commit is not None:
                 self._prepare(lookup_cache, repo_type, repo_id, commit, filename)
                 if not os.path.isfile(result):
@@ -514,7 +530,7 @@ def _json_list(response: Any) -> list[Any]:
     return data if isinstance(data, list) else []
 
 
-def _commit_of(path: str) -> str | None:
+def commit_of(path: str) -> str | None:
     """The commit of a path ``.../snapshots/<commit>/...`` of the cache."""
     parts = os.fspath(path).split(os.sep)
     for index in range(len(parts) - 2, -1, -1):
@@ -588,4 +604,4 @@ def _response(request: Any, made: local_answers.Answer) -> Any:
     return _http_module().Response(made.status, headers=dict(made.headers), content=made.body, request=request)
 
 
-__all__ = ["Observer", "OfflineMiss", "attach", "current", "observing", "start", "stop"]
+__all__ = ["Observer", "OfflineMiss", "attach", "commit_of", "current", "observing", "start", "stop"]

@@ -8,9 +8,10 @@ of :mod:`pytest_hfsnapshot.core.implicit.observe` and read by the plugin (summar
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ...request import is_commit, snapshot_label
@@ -151,16 +152,41 @@ class Recorder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._uses: dict[Key, ImplicitUse] = {}
-        #: The node id of the test in setup, call or teardown; else ``collection`` or ``session``.
-        self.phase = SESSION
+        self._phase = SESSION
+        #: A thread acting for another test than the running one (:meth:`acting_for`).
+        self._acting = threading.local()
         #: Keys used by each phase (what ``fail`` mode checks at the end of a test).
         self._by_phase: dict[str, set[Key]] = {}
+
+    @property
+    def phase(self) -> str:
+        """The node id of the test in setup, call or teardown; else ``collection`` or ``session``.
+
+        A thread inside :meth:`acting_for` sees the phase it acts for instead.
+        """
+        acting: str | None = getattr(self._acting, "phase", None)
+        return acting if acting is not None else self._phase
+
+    @phase.setter
+    def phase(self, value: str) -> None:
+        self._phase = value
+
+    @contextlib.contextmanager
+    def acting_for(self, phase: str) -> Iterator[None]:
+        """Record this thread's uses under ``phase`` (a session endpoint serving a test's child process)
+        while the test's own thread goes on under its own."""
+        before = getattr(self._acting, "phase", None)
+        self._acting.phase = phase
+        try:
+            yield
+        finally:
+            self._acting.phase = before
 
     def reset(self) -> None:
         with self._lock:
             self._uses.clear()
             self._by_phase.clear()
-            self.phase = SESSION
+            self._phase = SESSION
 
     def note(
         self,
