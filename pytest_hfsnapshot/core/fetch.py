@@ -1,6 +1,7 @@
 """The fetch step: transfer what the cache lacks, one ``hf_hub_download`` per file as
-``snapshot_download`` does, hash it as it arrives, and fetch again what arrived wrong, until every
-file is verified or the retries are spent. Also what a call would fetch, without fetching it.
+``snapshot_download`` does (a cut plain-HTTP transfer going on from where it stopped: ``resume``),
+hash it as it arrives, and fetch again what arrived wrong, until every file is verified or the
+retries are spent. Also what a call would fetch, without fetching it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from huggingface_hub import hf_hub_download
 
 from ..errors import HfSnapshotError, LockLostError
-from . import error_builders, listing, record, retry, space, xet
+from . import error_builders, listing, record, resume, retry, space, xet
 from ._hf_compat import xet_in_use
 from .call import Call
 from .hashing import ArrivalHasher
@@ -137,14 +138,15 @@ def _transfer(call: Call, held: HeldCheck, commit: str, files: list[ExpectedFile
         wait_for_client_lock(call.repo, f.blob_name, f.path, call.settings.lock_timeout)
         # Said under the check: a loss another thread learns of is said after it (see ensure_held).
         held(lambda: log.debug("hfsnapshot: fetching %s of %s", f.path, request.label))
-        hf_hub_download(
-            request.repo_id,
-            f.path,
-            repo_type=request.repo_type,
-            revision=commit,
-            cache_dir=str(call.repo.cache_dir),
-            token=call.settings.token,
-        )
+        with resume.transfers(f.path, request.label):
+            hf_hub_download(
+                request.repo_id,
+                f.path,
+                repo_type=request.repo_type,
+                revision=commit,
+                cache_dir=str(call.repo.cache_dir),
+                token=call.settings.token,
+            )
 
     with ThreadPoolExecutor(max_workers=TRANSFER_WORKERS, thread_name_prefix="hfsnapshot-fetch") as pool:
         futures = [pool.submit(one, f) for f in files]
