@@ -79,13 +79,10 @@ def _resuming(original: Callable[..., Any]) -> Callable[..., Any]:
         file: tuple[str, str] | None = getattr(_here, "file", None)
         name = getattr(temp_file, "name", None)
         match = INCOMPLETE_RE.match(os.path.basename(name)) if isinstance(name, str) else None
+        out = Path(str(name)) if match else None
+        partial = partial_blob(out.parent, match.group("etag")) if out and match else None
         # Only a download of the engine's, into the client's per-call file, from its start, of a known size.
-        if file is None or match is None or resume_size or expected_size is None:
-            original(url, temp_file, resume_size=resume_size, headers=headers, expected_size=expected_size, **rest)
-            return
-        out = Path(str(name))
-        partial = partial_blob(out.parent, match.group("etag"))
-        if out == partial:
+        if file is None or out is None or partial is None or out == partial or resume_size or expected_size is None:
             original(url, temp_file, resume_size=resume_size, headers=headers, expected_size=expected_size, **rest)
             return
         Transfer(url, temp_file, out, partial, headers or {}, expected_size, file).run()
@@ -131,21 +128,26 @@ class Transfer:
         except OSError:
             self._drop_partial()  # a link, or unreadable: nothing to go on from
             return 0
-        with io.FileIO(fd, "rb") as source:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > self.size:
-                copied = 0  # not a file, or longer than the file: not a part of it
-            else:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > self.size:
+            os.close(fd)  # not a file, or longer than the file: not a part of it
+            copied = 0
+        else:
+            with io.FileIO(fd, "rb") as source:
                 shutil.copyfileobj(source, self.out, CHUNK)
-                copied = self.out.tell()
+            copied = self.out.tell()
         self._drop_partial()
         if copied:
             log.info("hfsnapshot: %s goes on from byte %d of %d (a cut transfer's)", self.label, copied, self.size)
         return copied
 
     def _drop_partial(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(self.partial)
+        except FileNotFoundError:
+            pass
+        except OSError as error:  # a folder of that name: nothing is kept there either (see _keep_partial)
+            log.debug("hfsnapshot: %s cannot be removed: %s", self.partial, error)
 
     def _keep_partial(self) -> None:
         """After a failure: the bytes received become the partial (the client then finds its file gone)."""

@@ -89,16 +89,23 @@ def test_a_partial_as_long_as_the_file_is_handed_on_without_a_request(server: Se
     assert server.ranges == []
 
 
-def test_a_partial_that_is_a_link_is_not_followed(server: Server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_a_partial_that_is_no_file_is_not_followed(server: Server, tmp_path: Path, kind: str) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.write_bytes(DATA[:1000])
     blobs = tmp_path / "blobs"
     blobs.mkdir()
-    os.symlink(elsewhere, partial_blob(blobs, ETAG))
+    if kind == "link":
+        os.symlink(elsewhere, partial_blob(blobs, ETAG))
+    else:
+        partial_blob(blobs, ETAG).mkdir()
 
     assert transfer(server, blobs).read_bytes() == DATA
     assert server.ranges == [None]
-    assert not os.path.lexists(partial_blob(blobs, ETAG)) and elsewhere.exists()
+    assert elsewhere.read_bytes() == DATA[:1000]
+    assert (
+        os.path.isdir(partial_blob(blobs, ETAG)) if kind == "folder" else not os.path.lexists(partial_blob(blobs, ETAG))
+    )
 
 
 def test_the_clients_function_is_back_once_no_transfer_is_inside() -> None:
