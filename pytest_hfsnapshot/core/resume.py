@@ -81,13 +81,29 @@ def _resuming(original: Callable[..., Any]) -> Callable[..., Any]:
         match = INCOMPLETE_RE.match(os.path.basename(name)) if isinstance(name, str) else None
         out = Path(str(name)) if match else None
         partial = partial_blob(out.parent, match.group("etag")) if out and match else None
-        # Only a download of the engine's, into the client's per-call file, from its start, of a known size.
-        if file is None or out is None or partial is None or out == partial or resume_size or expected_size is None:
+        # Only a download of the engine's, into the client's per-call file, from its start, of a size the
+        # client takes over plain HTTP (it refuses a larger one itself).
+        if (
+            file is None
+            or out is None
+            or partial is None
+            or out == partial
+            or resume_size
+            or expected_size is None
+            or expected_size > _largest()
+        ):
             original(url, temp_file, resume_size=resume_size, headers=headers, expected_size=expected_size, **rest)
             return
         Transfer(url, temp_file, out, partial, headers or {}, expected_size, file).run()
 
     return http_get
+
+
+def _largest() -> int:
+    """The largest file huggingface_hub downloads over plain HTTP."""
+    from huggingface_hub import constants
+
+    return constants.MAX_HTTP_DOWNLOAD_SIZE
 
 
 class Transfer:

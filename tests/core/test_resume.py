@@ -117,3 +117,14 @@ def test_the_clients_function_is_back_once_no_transfer_is_inside() -> None:
             assert getattr(file_download, _hf_compat.HTTP_GET) is not original
         assert getattr(file_download, _hf_compat.HTTP_GET) is not original
     assert getattr(file_download, _hf_compat.HTTP_GET) is original
+
+
+def test_a_file_too_large_for_plain_http_is_left_to_the_client(tmp_path: Path) -> None:
+    import huggingface_hub.constants as constants
+    import huggingface_hub.file_download as file_download
+
+    out = tmp_path / f"{ETAG}.0123abcd.incomplete"
+    with resume.transfers(*FILE), out.open("wb") as f, pytest.raises(ValueError, match="too large"):
+        getattr(file_download, _hf_compat.HTTP_GET)(
+            "http://127.0.0.1:9/file", f, expected_size=constants.MAX_HTTP_DOWNLOAD_SIZE + 1
+        )
