@@ -35,6 +35,10 @@ What is reached, what for, and the fallback:
   (:mod:`pytest_hfsnapshot.core.implicit.observe`). Without them, :class:`HubCompatibilityError`.
 - The HTTP client's ``_transport`` and ``_mounts`` (httpx, httpx2): the offline guard answers
   requests in the Hub's stead. Without them, :class:`HubCompatibilityError`.
+- ``huggingface_hub.file_download.http_get`` (public, looked up as a module global by the private
+  ``_download_to_tmp_and_move``, which streams a plain-HTTP download into its ``.incomplete`` file
+  with it): the engine's transfers go on from where a cut one stopped (:mod:`.resume`). Fallback:
+  the client's own transfer, which starts again from byte 0 (logged).
 
 Imports happen inside the functions: plugin start-up loads none of huggingface_hub's HTTP stack.
 """
@@ -327,6 +331,43 @@ def wrap_download_to_cache(wrap: Callable[[Callable[..., Any]], Callable[..., An
     return undo
 
 
+HTTP_GET = "http_get"
+
+
+def wrap_http_get(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[[], None] | None:
+    """Put ``wrap(original)`` in place of the function the client streams a plain-HTTP download with
+    (``http_get(url, temp_file, *, resume_size, headers, expected_size, ...)``).
+
+    Returns the function that puts the original back; None (said once) when the release has no such
+    function, or one that takes other arguments.
+    """
+    module = _file_download()
+    original: Callable[..., Any] | None = getattr(module, HTTP_GET, None)
+    if original is None or not {"url", "temp_file", "resume_size", "headers", "expected_size"} <= _parameters(original):
+        _fall_back(
+            f"{FILE_DOWNLOAD_MODULE}.{HTTP_GET}(url, temp_file, resume_size=, headers=, expected_size=)",
+            "to go on with a cut plain-HTTP download from the byte where it stopped",
+            "a cut download starts again from byte 0",
+        )
+        return None
+    wrapped = wrap(original)
+    setattr(module, HTTP_GET, wrapped)
+
+    def undo() -> None:
+        if getattr(module, HTTP_GET, None) is wrapped:
+            setattr(module, HTTP_GET, original)
+
+    return undo
+
+
+def _parameters(function: Callable[..., Any]) -> set[str]:
+    """The parameter names of ``function`` (none when it has no signature to read)."""
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
 def _lookup_trampoline(*args: Any, **kwargs: Any) -> Any:  # pragma: no cover - its code runs as huggingface_hub's
     return __hfsnapshot_cache_lookup__(*args, **kwargs)  # type: ignore[name-defined]  # noqa: F821
 
@@ -397,7 +438,7 @@ def wrap_client_transports(client: Any, wrap: Callable[[Any], Any]) -> None:
 
 
 def raise_for_answer(response: Any) -> None:
-    """Raise the error huggingface_hub raises for ``response`` (a Hub answer the plugin made), if any."""
+    """Raise the error huggingface_hub raises for ``response`` (a Hub answer, or one the plugin made), if any."""
     from huggingface_hub import utils
 
     utils.hf_raise_for_status(response)  # type: ignore[attr-defined]
@@ -406,6 +447,7 @@ def raise_for_answer(response: Any) -> None:
 __all__ = [
     "CACHE_LOOKUP",
     "DOWNLOAD_TO_CACHE",
+    "HTTP_GET",
     "ClientListingCache",
     "HubCompatibilityError",
     "client_factory_in_place",
@@ -424,5 +466,6 @@ __all__ = [
     "shared_store_enabled",
     "wrap_client_transports",
     "wrap_download_to_cache",
+    "wrap_http_get",
     "xet_in_use",
 ]

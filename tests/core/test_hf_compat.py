@@ -352,6 +352,43 @@ def test_a_release_without_the_download_global_names_it(monkeypatch: pytest.Monk
         _hf_compat.wrap_download_to_cache(lambda original: original)
 
 
+@pytest.mark.transports("http")
+def test_a_plain_http_download_streams_through_the_wrapped_http_get(local_hub: LocalHub) -> None:
+    from huggingface_hub import hf_hub_download
+
+    local_hub.add_repo("org/tiny", {"config.json": "{}", "model.safetensors": b"w" * 4096})
+    seen: list[tuple[str, int | None]] = []
+
+    def wrap(original: Any) -> Any:
+        def wrapper(url: str, temp_file: Any, **kwargs: Any) -> None:
+            seen.append((Path(temp_file.name).parent.name, kwargs.get("expected_size")))
+            original(url, temp_file, **kwargs)
+
+        return wrapper
+
+    undo = _hf_compat.wrap_http_get(wrap)
+    assert undo is not None
+    try:
+        path = hf_hub_download("org/tiny", "model.safetensors")
+    finally:
+        undo()
+    # Into the client's own .incomplete file in the repo's blobs folder, with the size it expects.
+    assert seen == [("blobs", 4096)]
+    assert Path(path).read_bytes() == b"w" * 4096
+    hf_hub_download("org/tiny", "config.json")
+    assert len(seen) == 1, "undo put the original back"
+
+
+def test_a_release_whose_http_get_takes_other_arguments_falls_back_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, warned: pytest.LogCaptureFixture
+) -> None:
+    import huggingface_hub.file_download as file_download
+
+    monkeypatch.setattr(file_download, _hf_compat.HTTP_GET, lambda url, temp_file: None)
+    assert _hf_compat.wrap_http_get(lambda original: original) is None
+    assert says_missing(warned, "huggingface_hub.file_download.http_get(url, temp_file, resume_size=")
+
+
 def test_try_to_load_from_cache_is_hooked_for_references_bound_before(tmp_path: Path) -> None:
     from huggingface_hub import try_to_load_from_cache  # bound before the hook, as transformers binds it
 

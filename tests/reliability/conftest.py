@@ -332,12 +332,15 @@ class ClientClock:
 
 @pytest.fixture
 def client_clock(monkeypatch: pytest.MonkeyPatch) -> ClientClock:
-    """Record, instead of sleeping, the backoff sleeps of huggingface_hub's own retry loop (this process)."""
+    """Record, instead of sleeping, the backoff sleeps of huggingface_hub's own retry loop (this process),
+    and of the engine's transfers that stand in for its file GET (``core.engine.resume``)."""
     from huggingface_hub import file_download
     from huggingface_hub.utils import _http
 
+    from pytest_hfsnapshot.core.engine import resume
+
     clock = ClientClock()
-    for module in (_http, file_download):
+    for module in (_http, file_download, resume):
         if hasattr(module, "time"):
             monkeypatch.setattr(module, "time", clock)
     return clock

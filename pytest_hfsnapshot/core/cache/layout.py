@@ -51,6 +51,13 @@ TREE_CACHE_FORMAT = 1
 PRIVATE_MODE = 0o600
 
 
+def partial_blob(blobs: str | os.PathLike[str], etag: str) -> Path:
+    """``<blobs>/<etag>.incomplete``: the bytes a failed plain-HTTP transfer of the plugin's got, kept for
+    the next transfer of that blob to go on from (``resume``). Named as huggingface_hub named its
+    resumable downloads before 1.18: an unfinished download to the doctor and to repairs."""
+    return Path(blobs) / f"{etag}.incomplete"
+
+
 def repo_folder_name(repo_id: str, repo_type: str) -> str:
     """``models--org--name``: the client's folder name for a repo (huggingface_hub's own function)."""
     # Imported here: file_download pulls in the client's HTTP stack, which plugin start-up never needs.
@@ -129,6 +136,8 @@ class RepoCache:
         {cache}/{models|datasets|spaces}--org--name/
             blobs/<etag>                     file contents (git sha1, or sha256 for LFS)
             blobs/<etag>.<8 hex>.incomplete  a download in flight, or orphaned by a kill
+            blobs/<etag>.incomplete          the bytes a failed plain-HTTP transfer of the plugin's
+                                             got, which the next one goes on from (``resume``)
             blobs/<sha256> -> ../../blobs/<xx>/<xet hash>   a Xet file kept in the shared store
             snapshots/<commit>/<path>        relative symlinks to ../../blobs/<etag>
             refs/<branch or tag>             the commit it pointed at when last resolved

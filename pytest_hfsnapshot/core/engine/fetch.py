@@ -1,6 +1,7 @@
 """The fetch step: transfer what the cache lacks, one ``hf_hub_download`` per file as
-``snapshot_download`` does, hash it as it arrives, and fetch again what arrived wrong, until every
-file is verified or the retries are spent. Also what a call would fetch, without fetching it.
+``snapshot_download`` does (a cut plain-HTTP transfer going on from where it stopped: ``resume``),
+hash it as it arrives, and fetch again what arrived wrong, until every file is verified or the
+retries are spent. Also what a call would fetch, without fetching it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..cache.repair import blob_names
 from ..cache.verify import ExpectedFile, ProblemKind, check_file, hash_problem
 from ..hub import retry, xet
 from ..own_work import own_thread
-from . import error_builders, listing, record, space
+from . import error_builders, listing, record, resume, space
 from .call import Call
 from .resolve import known_commit, resolve
 
@@ -139,14 +140,15 @@ def _transfer(call: Call, held: HeldCheck, commit: str, files: list[ExpectedFile
         wait_for_client_lock(call.repo, f.blob_name, f.path, call.settings.lock_timeout)
         # Said under the check: a loss another thread learns of is said after it (see ensure_held).
         held(lambda: log.debug("hfsnapshot: fetching %s of %s", f.path, request.label))
-        hf_hub_download(
-            request.repo_id,
-            f.path,
-            repo_type=request.repo_type,
-            revision=commit,
-            cache_dir=str(call.repo.cache_dir),
-            token=call.settings.token,
-        )
+        with resume.transfers(f.path, request.label):
+            hf_hub_download(
+                request.repo_id,
+                f.path,
+                repo_type=request.repo_type,
+                revision=commit,
+                cache_dir=str(call.repo.cache_dir),
+                token=call.settings.token,
+            )
 
     with ThreadPoolExecutor(
         max_workers=TRANSFER_WORKERS, thread_name_prefix="hfsnapshot-fetch", initializer=own_thread

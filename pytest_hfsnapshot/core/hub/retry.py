@@ -280,6 +280,12 @@ def _request_of(error: BaseException) -> Any:
 _CLIENT_GET_RETRIES = _CONNECT_AND_TIMEOUTS | {"RemoteProtocolError"}
 
 
+def file_get_retries(error: BaseException) -> bool:
+    """Whether the client's file GET tries again after ``error`` itself (a cut body, a refused
+    connection, a timeout), as the engine's own transfers do (:mod:`.resume`)."""
+    return any(cls.__name__ in _CLIENT_GET_RETRIES for cls in type(error).__mro__)
+
+
 def client_retried(request: Any, *, status: int | None = None, transport: BaseException | None = None) -> bool:
     """Whether huggingface_hub already retried this failed request with a backoff of its own.
 
@@ -295,7 +301,7 @@ def client_retried(request: Any, *, status: int | None = None, transport: BaseEx
     if method == "GET" and "/resolve/" in url:
         if status is not None:
             return status in (408, 429)
-        return transport is not None and any(cls.__name__ in _CLIENT_GET_RETRIES for cls in type(transport).__mro__)
+        return transport is not None and file_get_retries(transport)
     return method == "GET" and "/tree/" in url and client_retries_listings()
 
 
