@@ -1,0 +1,69 @@
+"""CONTRACT section 9, edge cases: the routes real suites take into the Hub, in every mode.
+
+Each test writes a small suite in the style of the library it is about (transformers' probe of an
+absent file, ``datasets.load_dataset``, vLLM's weight loader) and runs it in a fresh pytest process
+against the local Hub, with the peer suite's helpers (:mod:`.test_modes`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from pytest_hfsnapshot.testing.hub import LocalHub
+
+from .test_modes import RUN_TIMEOUT, SCRIPT, cache_folder, key, run
+
+# --- an entry that obtained no file -------------------------------------------------------------------
+
+PROBED = "peers/probed"
+#: transformers' test_non_existence_is_cached: an absent optional file, asked online and from the cache.
+PROBE_SUITE = f"""
+    from transformers.utils import cached_file
+
+    def test_non_existence_is_cached():
+        assert cached_file("{PROBED}", "conf", _raise_exceptions_for_missing_entries=False) is None
+        # Then from the cache alone: the marker huggingface_hub left for the absent file answers.
+        assert cached_file(
+            "{PROBED}", "conf", local_files_only=True, _raise_exceptions_for_missing_entries=False
+        ) is None
+    """
+
+
+@pytest.mark.parametrize("how", ["pytest", "cli"])
+def test_an_entry_that_obtained_no_file_is_prefetched_then_served_offline(
+    pytester: pytest.Pytester, local_hub: LocalHub, how: str
+) -> None:
+    commit = local_hub.add_repo(PROBED, {"config.json": "{}"})
+    pytester.makepyfile(test_probe=PROBE_SUITE)
+    run(pytester, local_hub, "--hf-pins=pins.json", "--hf-update-pins").assert_outcomes(passed=1)
+    pins_file = pytester.path / "pins.json"
+    (entry,) = json.loads(pins_file.read_text())
+    assert (entry["commit"], entry["files"], entry["missing"]) == (commit, [], ["conf"]), entry
+    folder = cache_folder(local_hub, key(PROBED))
+    shutil.rmtree(folder)
+
+    if how == "pytest":
+        done = run(pytester, local_hub, "--hf-prefetch-only", "--hf-pins=pins.json")
+        code, output = done.ret, done.stdout.str()
+    else:
+        ran = subprocess.run(
+            [SCRIPT, "prefetch", "--pins", str(pins_file), "--cache-dir", str(local_hub.cache_dir)],
+            cwd=pytester.path,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
+        code, output = ran.returncode, ran.stdout + ran.stderr
+
+    assert code == 0, output
+    assert (folder / "refs" / "main").read_text() == commit
+    assert (folder / ".no_exist" / commit / "conf").is_file()
+    local_hub.reset_counters()
+    offline = run(pytester, local_hub, "--hf-offline", "--hf-pins=pins.json")
+
+    offline.assert_outcomes(passed=1)
+    assert local_hub.requests == []
