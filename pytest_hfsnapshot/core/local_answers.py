@@ -49,6 +49,8 @@ def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path
     if pin.refusal is not None:
         return refusal(pin.refusal, pin.commit)
     commit = pin.commit
+    if commit is None:  # only a refusal names none
+        return None
     repo = RepoCache(cache_dir, call.repo_id, call.repo_type)
     if call.kind in ("revision", "info"):
         body = {"id": call.repo_id, "sha": commit, "siblings": [{"rfilename": p} for p in pin.files or ()]}

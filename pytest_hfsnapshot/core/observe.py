@@ -91,7 +91,7 @@ class Observer:
             return
         pin_file = self._pin_file()
         pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
-        if pin is not None:
+        if pin is not None and pin.commit is not None:
             request.url = type(request.url)(hub_calls.with_revision(url, call, pin.commit))
 
     def on_response(self, response: Any) -> None:
@@ -293,7 +293,7 @@ class Observer:
             if not refusals or not self._refusal_stands(repo_type, repo_id, pin.refusal):
                 return
             made = local_answers.refusal(pin.refusal, pin.commit)
-        elif path in pin.missing:
+        elif path in pin.missing and pin.commit is not None:
             made = local_answers.missing(pin.commit)
         if made is not None:
             self.recorder.note(repo_type, repo_id, revision, commit=pin.commit, missing=path, refused=pin.refusal)

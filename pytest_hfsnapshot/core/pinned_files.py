@@ -71,6 +71,7 @@ def fetcher(
 
 def _nothing_obtained(pin: Pin, cache_dir: Path) -> Snapshot:
     """The snapshot of an entry that obtained no file: nothing to fetch, its commit is the pin's."""
+    assert pin.commit is not None  # a refusal, the one entry without, is no request
     repo = RepoCache(cache_dir, pin.repo_id, pin.repo_type)
     return Snapshot(repo.snapshot_dir(pin.commit), pin.repo_id, pin.repo_type, pin.revision, pin.commit, (), 0, "cache")
 

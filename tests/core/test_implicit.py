@@ -12,6 +12,7 @@ from huggingface_hub import hf_hub_download, snapshot_download
 from pytest_hfsnapshot.core import cache_changes, hub_calls, local_answers, pins
 from pytest_hfsnapshot.core.implicit import ImplicitUse, Recorder, merged
 from pytest_hfsnapshot.errors import InvalidRequestError
+from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 HUB = "http://127.0.0.1:9"
@@ -183,3 +184,45 @@ def test_a_use_by_commit_joins_its_branch_whatever_the_order_seen() -> None:
     branch = ImplicitUse("model", "org/t", "main", C1, {"config.json": 2}, tests=["w2"])
     (use,) = merged([by_commit, branch])
     assert (use.revision, sorted(use.files), use.tests) == ("main", ["config.json", "vocab.txt"], ["w2", "w1"])
+
+
+def test_a_refused_entry_names_no_commit_and_an_older_one_with_forty_zeros_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "pins.json"
+    refused = {"repo_id": "org/gated", "repo_type": "model", "revision": "main", "files": [], "refused": "GatedRepo"}
+    older = {**refused, "repo_id": "org/gone", "commit": "0" * 40, "refused": "RepoNotFound"}
+    path.write_text(json.dumps([refused, older, entry(files=["a"])]))
+    pin_file = pins.read(path)
+    gated, gone = pin_file.pins[("model", "org/gated", "main")], pin_file.pins[("model", "org/gone", "main")]
+    assert (gated.commit, gated.refusal) == (None, "GatedRepo")
+    assert (gone.commit, gone.refusal) == (None, "RepoNotFound"), "40 zeros are no commit"
+    assert pin_file.pin_for("model", "org/gone", "0" * 40) is None
+    assert pin_file.commit_for(SnapshotRequest("org/gated")) is None
+    assert [pin.repo_id for pin in pin_file.branches()] == ["org/tiny"]
+    # Recorded again, a refusal is written with no commit, and the made-up one goes.
+    update = pin_file.updated(
+        {},
+        {
+            ("model", "org/gated", "main"): pins.Recorded(None, refused="GatedRepo"),
+            ("model", "org/gone", "main"): pins.Recorded(None, refused="RepoNotFound"),
+            ("model", "org/new", "main"): pins.Recorded(None, refused="RepoNotFound"),
+        },
+    )
+    written = {e["repo_id"]: e for e in update.entries}
+    assert [name for name, e in written.items() if "commit" in e] == ["org/tiny"], update.entries
+    assert written["org/new"] == {**refused, "repo_id": "org/new", "refused": "RepoNotFound"}
+    assert update.moved == ()
+    path.write_text(update.render())
+    assert pins.read(path).pins[("model", "org/new", "main")].commit is None
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"files": ["a"], "refused": "GatedRepo"}],
+    ids=["not-refused", "refused-with-files"],
+)
+def test_only_a_refusal_may_leave_out_the_commit(tmp_path: Path, extra: dict[str, object]) -> None:
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([{"repo_id": "org/tiny", "repo_type": "model", "revision": "main", **extra}]))
+    with pytest.raises(InvalidRequestError) as raised:
+        pins.read(path)
+    assert f"Pin file {path}, entry 1 (org/tiny@main): the key 'commit' is missing" in str(raised.value)

@@ -67,3 +67,52 @@ def test_an_entry_that_obtained_no_file_is_prefetched_then_served_offline(
 
     offline.assert_outcomes(passed=1)
     assert local_hub.requests == []
+
+
+# --- a refused use ----------------------------------------------------------------------------------------
+
+GATED_SUITE = """
+    import pytest
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import GatedRepoError
+
+    def test_gated():
+        with pytest.raises(GatedRepoError):
+            hf_hub_download("peers/gated", "config.json")
+
+    def test_open():
+        assert open(hf_hub_download("peers/open", "config.json")).read() == "{}"
+    """
+
+
+def test_a_refused_use_is_pinned_with_no_commit_and_every_reader_takes_it(
+    pytester: pytest.Pytester, local_hub: LocalHub
+) -> None:
+    local_hub.add_repo("peers/gated", {"config.json": "{}"}, gated=True)
+    local_hub.add_repo("peers/open", {"config.json": "{}"})
+    pytester.makepyfile(test_gated=GATED_SUITE)
+    run(pytester, local_hub, "--hf-pins=pins.json", "--hf-update-pins").assert_outcomes(passed=2)
+    pins_file = pytester.path / "pins.json"
+    gated = next(e for e in json.loads(pins_file.read_text()) if e["repo_id"] == "peers/gated")
+    assert gated == {"files": [], "refused": "GatedRepo", "repo_id": "peers/gated", "repo_type": "model",
+                     "revision": "main"}  # fmt: skip
+    shutil.rmtree(cache_folder(local_hub, key("peers/open")))
+
+    prefetch = run(pytester, local_hub, "--hf-prefetch-only", "--hf-pins=pins.json")
+    cli = [SCRIPT, "prefetch", "--pins", str(pins_file), "--cache-dir", str(local_hub.cache_dir)]
+    prefetched = subprocess.run(cli, cwd=pytester.path, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    checked = subprocess.run(
+        [SCRIPT, "pins", "check", str(pins_file)],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+
+    assert prefetch.ret == 0, prefetch.stdout.str()
+    assert prefetched.returncode == 0, prefetched.stdout + prefetched.stderr
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    local_hub.reset_counters()
+    offline = run(pytester, local_hub, "--hf-offline", "--hf-pins=pins.json", "--hf-implicit=fail")
+    offline.assert_outcomes(passed=2)
+    assert local_hub.requests == []
