@@ -205,7 +205,7 @@ class Observer:
             and not self._refusal_stands(call.repo_type, call.repo_id, pin.refusal)
         ):
             return None
-        return local_answers.answer(call, str(request.method), pin_file, self._cache_dir())
+        return local_answers.answer(call, str(request.method), pin_file, self._cache_dir(), _body(request))
 
     def handle(self, inner: Any, request: Any) -> Any:
         """The transport's step: offline, answer a recorded snapshot here and let nothing out."""
@@ -504,6 +504,14 @@ def _json_list(response: Any) -> list[Any]:
     except ValueError:
         return []
     return data if isinstance(data, list) else []
+
+
+def _body(request: Any) -> bytes:
+    """A request's body when it is at hand (a paths-info form); b"" for a streamed one."""
+    try:
+        return bytes(request.content)
+    except Exception:
+        return b""
 
 
 def _commit_of(path: str) -> str | None:

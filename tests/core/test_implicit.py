@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+import types
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
-from huggingface_hub import hf_hub_download, snapshot_download
+from huggingface_hub import get_session, hf_hub_download, snapshot_download
 
-from pytest_hfsnapshot.core import cache_changes, hub_calls, local_answers, pins
+from pytest_hfsnapshot.core import cache_changes, hub_calls, local_answers, offline, pins
 from pytest_hfsnapshot.core.implicit import ImplicitUse, Recorder, merged
 from pytest_hfsnapshot.errors import InvalidRequestError
 from pytest_hfsnapshot.request import SnapshotRequest
@@ -226,3 +230,76 @@ def test_only_a_refusal_may_leave_out_the_commit(tmp_path: Path, extra: dict[str
     with pytest.raises(InvalidRequestError) as raised:
         pins.read(path)
     assert f"Pin file {path}, entry 1 (org/tiny@main): the key 'commit' is missing" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("route", "form"),
+    [
+        ("tree/main", None),
+        ("tree/main?recursive=True&expand=False", None),
+        ("tree/main/data?recursive=False&expand=False", None),
+        ("tree/main/data%2Fsub?recursive=True", None),
+        ("paths-info/main", {"paths": ["data", "data/sub/b.csv", "nope.txt"], "expand": "False"}),
+    ],
+)
+def test_listings_answered_for_a_recorded_snapshot_are_the_hubs(
+    local_hub: LocalHub, tmp_path: Path, route: str, form: dict[str, object] | None
+) -> None:
+    files = {"README.md": "# c", "data/a.csv": "a\n1\n", "data/sub/b.csv": "b\n2\n"}
+    commit = local_hub.add_repo("org/c", files, repo_type="dataset")
+    snapshot_download("org/c", repo_type="dataset")  # leaves the listing where the client keeps it
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([entry(repo_id="org/c", repo_type="dataset", commit=commit, files=sorted(files))]))
+    url = f"{local_hub.url}/api/datasets/org/c/{route}"
+    call = hub_calls.parse(url, local_hub.url)
+    assert call is not None
+    body = urlencode(form, doseq=True).encode() if form is not None else b""
+
+    answered = local_answers.answer(call, "POST" if form else "GET", pins.read(path), local_hub.cache_dir, body)
+    hub = get_session().request("POST" if form else "GET", url, data=form)
+
+    assert answered is not None and answered.status == hub.status_code == 200
+    assert answered.headers["X-Repo-Commit"] == commit
+
+    def shown(entries: list[dict[str, object]]) -> list[tuple[object, ...]]:
+        return sorted((e["type"], e["path"], e["size"] if e["type"] == "file" else 0) for e in entries)
+
+    assert shown(json.loads(answered.body)) == shown(hub.json())
+
+
+def test_a_tree_of_a_folder_the_commit_lacks_is_the_hubs_404(local_hub: LocalHub, tmp_path: Path) -> None:
+    commit = local_hub.add_repo("org/tiny", {"config.json": "{}"})
+    snapshot_download("org/tiny")
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([entry(commit=commit, files=["config.json"])]))
+    call = hub_calls.parse(f"{local_hub.url}/api/models/org/tiny/tree/main/nope", local_hub.url)
+    assert call is not None
+    answered = local_answers.answer(call, "GET", pins.read(path), local_hub.cache_dir)
+    assert answered is not None and (answered.status, answered.headers["X-Error-Code"]) == (404, "EntryNotFound")
+
+
+@pytest.mark.parametrize("user", [None, "1"], ids=["unset", "set-by-the-user"])
+def test_an_offline_run_leaves_datasets_on_its_hub_path_unless_the_user_chose(
+    monkeypatch: pytest.MonkeyPatch, user: str | None
+) -> None:
+    from huggingface_hub import constants
+
+    if user is None:
+        monkeypatch.delenv(offline.DATASETS_OFFLINE, raising=False)
+    else:
+        monkeypatch.setenv(offline.DATASETS_OFFLINE, user)
+    # What datasets read at its import, offline (the real one is loaded by tests/peers/test_routes.py).
+    config = types.SimpleNamespace(HF_HUB_OFFLINE=True, HF_DATASETS_OFFLINE=True)
+    monkeypatch.setitem(sys.modules, "datasets.config", config)
+    before = dict(os.environ)
+
+    restore = offline.force_offline(datasets_hub_path=True)
+    try:
+        assert constants.HF_HUB_OFFLINE and os.environ["HF_HUB_OFFLINE"] == "1"
+        assert os.environ.get(offline.DATASETS_OFFLINE) == (user or "0")
+        assert config.HF_HUB_OFFLINE is config.HF_DATASETS_OFFLINE is (user is not None)
+    finally:
+        restore()
+
+    assert dict(os.environ) == before
+    assert config.HF_HUB_OFFLINE is config.HF_DATASETS_OFFLINE is True

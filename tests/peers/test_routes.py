@@ -10,12 +10,30 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-from .test_modes import RUN_TIMEOUT, SCRIPT, cache_folder, key, run
+# Imported once by this process: pytester drops the modules a test imported, and datasets registers
+# its pyarrow types at import, once per process.
+pytest.importorskip("datasets")
+
+from .test_modes import RUN_TIMEOUT, SCRIPT, Key, cache_folder, implicit_entries, key, obtained, run
+
+
+def assert_cached(hub: LocalHub, snapshot: Key, entry: Mapping[str, Any], contents: Mapping[str, str]) -> None:
+    """``refs/main`` names the entry's commit, its files hold the Hub's bytes, its missing paths are marked."""
+    folder = cache_folder(hub, snapshot)
+    commit = entry["commit"]
+    assert (folder / "refs" / "main").read_text() == commit, snapshot
+    for path in entry["files"]:
+        assert (folder / "snapshots" / commit / path).read_text() == contents[path], f"{snapshot} {path}"
+    for path in entry.get("missing", ()):
+        assert (folder / ".no_exist" / commit / path).is_file(), f"no .no_exist marker for {snapshot} {path}"
+
 
 # --- an entry that obtained no file -------------------------------------------------------------------
 
@@ -116,3 +134,74 @@ def test_a_refused_use_is_pinned_with_no_commit_and_every_reader_takes_it(
     offline = run(pytester, local_hub, "--hf-offline", "--hf-pins=pins.json", "--hf-implicit=fail")
     offline.assert_outcomes(passed=2)
     assert local_hub.requests == []
+
+
+# --- datasets.load_dataset ----------------------------------------------------------------------------
+
+TABLE = "peers/tiny-table"
+ROWS = 100_000
+#: 1.3 MB of rows, an LFS file (Xet-backed on the local Hub, which stores files of 1 MiB or more as
+#: LFS), and a small file beside it.
+TABLE_FILES = {
+    "README.md": "---\nlicense: mit\n---\n# tiny-table\n",
+    "data/train.csv": "text,label\n" + "".join(f"row {i:06d},{i % 2}\n" for i in range(ROWS)),
+    "data/test.csv": "text,label\na test,1\n",
+}
+DATASETS_SUITE = f"""
+    import datasets
+
+    def test_load_dataset():
+        loaded = datasets.load_dataset("{TABLE}")
+        assert loaded["train"]["text"] == [f"row {{i:06d}}" for i in range({ROWS})]
+        assert loaded["test"]["text"] == ["a test"]
+    """
+
+
+@pytest.fixture
+def table(local_hub: LocalHub, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The dataset repo on the Hub, the suite that loads it, and datasets' own cache in the test's folder."""
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(pytester.path / "datasets-cache"))
+    pytester.makepyfile(test_table=DATASETS_SUITE)
+    return local_hub.add_repo(TABLE, TABLE_FILES, repo_type="dataset")
+
+
+def fresh_datasets_cache(pytester: pytest.Pytester) -> None:
+    """datasets keeps the tables it built: a run after this one reads the Hub's files again."""
+    shutil.rmtree(pytester.path / "datasets-cache", ignore_errors=True)
+
+
+@pytest.mark.transports("xet", "http")
+def test_load_dataset_is_recorded_prefetched_and_served_offline(
+    pytester: pytest.Pytester, local_hub: LocalHub, table: str
+) -> None:
+    run(pytester, local_hub, "--hf-pins=pins.json", "--hf-update-pins").assert_outcomes(passed=1)
+    assert local_hub.cache_dir is not None
+    left = obtained(local_hub.cache_dir)[key(TABLE, "dataset")]
+    recorded = implicit_entries(pytester.path / "pins.json")[key(TABLE, "dataset")]
+    assert recorded == left, "the pin file records what huggingface_hub left in the cache"
+    assert recorded["commit"] == table and recorded["files"] == sorted(TABLE_FILES), recorded
+    shutil.rmtree(cache_folder(local_hub, key(TABLE, "dataset")))
+    fresh_datasets_cache(pytester)
+
+    assert run(pytester, local_hub, "--hf-prefetch-only", "--hf-pins=pins.json").ret == 0
+    assert_cached(local_hub, key(TABLE, "dataset"), recorded, TABLE_FILES)
+    local_hub.reset_counters()
+    offline = run(pytester, local_hub, "--hf-offline", "--hf-pins=pins.json")
+
+    offline.assert_outcomes(passed=1)
+    assert local_hub.requests == []
+
+
+@pytest.mark.transports("xet", "http")
+def test_load_dataset_is_managed_under_faults(pytester: pytest.Pytester, local_hub: LocalHub, table: str) -> None:
+    train, test = f"*/{TABLE}/resolve/*/data/train.csv", f"*/{TABLE}/resolve/*/data/test.csv"
+    local_hub.fail(train, 503)
+    local_hub.cut(train, 4096)
+    local_hub.corrupt(train)
+    local_hub.corrupt(test)
+
+    result = run(pytester, local_hub, "--hf-implicit=manage")
+
+    result.assert_outcomes(passed=1)
+    assert local_hub.pending_faults() == []
+    assert_cached(local_hub, key(TABLE, "dataset"), {"commit": table, "files": sorted(TABLE_FILES)}, TABLE_FILES)
