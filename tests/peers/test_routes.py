@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,16 +22,32 @@ from pytest_hfsnapshot.testing.hub import LocalHub
 # its pyarrow types at import, once per process.
 pytest.importorskip("datasets")
 
-from .test_modes import RUN_TIMEOUT, SCRIPT, Key, cache_folder, implicit_entries, key, obtained, run
+from .test_modes import (
+    RUN_TIMEOUT,
+    SCRIPT,
+    Key,
+    cache_folder,
+    fetched_files,
+    implicit_entries,
+    junit_failures,
+    key,
+    obtained,
+    run,
+    summary_rows,
+    write_pins,
+)
 
 
-def assert_cached(hub: LocalHub, snapshot: Key, entry: Mapping[str, Any], contents: Mapping[str, str]) -> None:
+def assert_cached(
+    hub: LocalHub, snapshot: Key, entry: Mapping[str, Any], contents: Mapping[str, str], encoding: str = "utf-8"
+) -> None:
     """``refs/main`` names the entry's commit, its files hold the Hub's bytes, its missing paths are marked."""
     folder = cache_folder(hub, snapshot)
     commit = entry["commit"]
     assert (folder / "refs" / "main").read_text() == commit, snapshot
     for path in entry["files"]:
-        assert (folder / "snapshots" / commit / path).read_text() == contents[path], f"{snapshot} {path}"
+        cached = (folder / "snapshots" / commit / path).read_text(encoding=encoding)
+        assert cached == contents[path], f"{snapshot} {path}"
     for path in entry.get("missing", ()):
         assert (folder / ".no_exist" / commit / path).is_file(), f"no .no_exist marker for {snapshot} {path}"
 
@@ -205,3 +222,162 @@ def test_load_dataset_is_managed_under_faults(pytester: pytest.Pytester, local_h
     result.assert_outcomes(passed=1)
     assert local_hub.pending_faults() == []
     assert_cached(local_hub, key(TABLE, "dataset"), {"commit": table, "files": sorted(TABLE_FILES)}, TABLE_FILES)
+
+
+# --- vLLM's weight loader -----------------------------------------------------------------------------
+
+SERVED = "peers/tiny-served"
+SERVED_FILES = {
+    "config.json": '{"model_type": "bert"}',
+    "model-00001-of-00002.safetensors": "\x11" * 65536,
+    "model-00002-of-00002.safetensors": "\x12" * 49152,
+    "model.safetensors.index.json": '{"weight_map": {"a": "model-00001-of-00002.safetensors"}}',
+    # Never loaded: no pattern of vLLM's selects it (a prefetch of what was recorded must not fetch it).
+    "tf_model.h5": "\x13" * 32768,
+}
+#: The files the loader obtains, and what huggingface_hub marks absent for it (nothing).
+SERVED_LOADED = sorted(p for p in SERVED_FILES if p.endswith((".safetensors", ".index.json")))
+#: vLLM's model_executor/model_loader/weight_utils.py as it loads weights, in a worker thread as its
+#: engine does; the glob variant lists even offline (as vLLM's tokenizer and repo helpers do).
+VLLM_SUITE = f"""
+    import fnmatch, os, tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    import filelock
+    import huggingface_hub.constants
+    import pytest
+    from huggingface_hub import HfFileSystem, hf_hub_download, snapshot_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    MODEL = "{SERVED}"
+    EXPECTED = {SERVED_FILES!r}
+
+    def get_lock(model_name_or_path, cache_dir=None):
+        lock_dir = cache_dir or tempfile.gettempdir()
+        return filelock.FileLock(os.path.join(lock_dir, model_name_or_path.replace("/", "-") + ".lock"), mode=0o666)
+
+    def list_weights(model, allow_patterns, listing):
+        fs = HfFileSystem()
+        if listing == "ls":
+            file_list = fs.ls(model, detail=False)
+        else:
+            file_list = fs.glob(model + "/*")
+        for pattern in allow_patterns:
+            if fnmatch.filter(file_list, pattern):
+                return [pattern]
+        return allow_patterns
+
+    def download_weights_from_hf(model, allow_patterns, listing):
+        local_only = huggingface_hub.constants.HF_HUB_OFFLINE
+        if not local_only or listing == "glob":
+            allow_patterns = list_weights(model, allow_patterns, listing)
+        with get_lock(model):
+            return snapshot_download(model, allow_patterns=allow_patterns, local_files_only=local_only)
+
+    def download_safetensors_index_file_from_hf(model, index_file):
+        with get_lock(model):
+            try:
+                hf_hub_download(repo_id=model, filename=index_file)
+            except LocalEntryNotFoundError:
+                pass
+            except EntryNotFoundError:
+                pass
+
+    def load(listing):
+        folder = download_weights_from_hf(MODEL, ["*.safetensors", "*.bin", "*.pt"], listing)
+        download_safetensors_index_file_from_hf(MODEL, "model.safetensors.index.json")
+        return folder
+
+    @pytest.mark.parametrize("listing", ["ls", "glob"])
+    def test_engine_loads_weights(listing):
+        with ThreadPoolExecutor(1) as engine:
+            folder = engine.submit(load, listing).result()
+        for path in {SERVED_LOADED!r}:
+            assert open(os.path.join(folder, path), encoding="latin-1").read() == EXPECTED[path], path
+        assert not os.path.exists(os.path.join(folder, "tf_model.h5"))
+    """
+SERVED_TESTS = {f"test_served.py::test_engine_loads_weights[{listing}]" for listing in ("ls", "glob")}
+
+
+@pytest.fixture
+def served(local_hub: LocalHub, pytester: pytest.Pytester) -> str:
+    pytester.makepyfile(test_served=VLLM_SUITE)
+    return local_hub.add_repo(SERVED, {p: c.encode("latin-1") for p, c in SERVED_FILES.items()})
+
+
+def served_entry(commit: str) -> dict[str, Any]:
+    return {"commit": commit, "files": SERVED_LOADED}
+
+
+def served_pins(path: Path, commit: str) -> Path:
+    return write_pins(path, [{"repo_id": SERVED, "repo_type": "model", "revision": "main", **served_entry(commit)}])
+
+
+def assert_served_cached(hub: LocalHub, commit: str) -> None:
+    assert_cached(hub, key(SERVED), served_entry(commit), {p: c for p, c in SERVED_FILES.items()}, "latin-1")
+
+
+@pytest.mark.transports("xet", "http")
+def test_vllm_loader_is_recorded_under_xdist_prefetched_and_served_offline(
+    pytester: pytest.Pytester, local_hub: LocalHub, served: str
+) -> None:
+    recording = run(pytester, local_hub, "-n", "2", "--hf-pins=pins.json", "--hf-update-pins")
+
+    recording.assert_outcomes(passed=2)
+    assert local_hub.cache_dir is not None
+    assert implicit_entries(pytester.path / "pins.json")[key(SERVED)] == served_entry(served)
+    assert obtained(local_hub.cache_dir)[key(SERVED)] == served_entry(served), "recorded as huggingface_hub left it"
+    row = summary_rows(recording.stdout.str())[f"{SERVED}@main {served[:12]}"]
+    assert (row.files, row.tests) == (len(SERVED_LOADED), 2) and row.first in SERVED_TESTS, row
+    shutil.rmtree(local_hub.cache_dir)  # the shared blob store included
+    local_hub.cache_dir.mkdir()
+    local_hub.reset_counters()
+
+    assert run(pytester, local_hub, "--hf-prefetch-only", "--hf-pins=pins.json").ret == 0
+    assert fetched_files(local_hub) == {f"/{SERVED}/resolve/{served}/{path}": 1 for path in SERVED_LOADED}
+    assert_served_cached(local_hub, served)
+    local_hub.reset_counters()
+    offline = run(pytester, local_hub, "-n", "2", "--hf-offline", "--hf-pins=pins.json")
+
+    offline.assert_outcomes(passed=2)
+    assert local_hub.requests == []
+
+
+@pytest.mark.transports("xet", "http")
+def test_vllm_loader_is_managed_under_faults_then_warm_with_pins(
+    pytester: pytest.Pytester, local_hub: LocalHub, served: str
+) -> None:
+    first, second = (f"*/{SERVED}/resolve/*/model-0000{n}-of-00002.safetensors" for n in (1, 2))
+    local_hub.fail(first, 503)
+    local_hub.cut(second, 4096)
+    local_hub.corrupt(first)
+    local_hub.corrupt(f"*/{SERVED}/resolve/*/model.safetensors.index.json")
+
+    cold = run(pytester, local_hub, "-n", "2", "--hf-implicit=manage")
+
+    cold.assert_outcomes(passed=2)
+    assert local_hub.pending_faults() == []
+    assert_served_cached(local_hub, served)
+    assert local_hub.served("*/tf_model.h5") == 0
+    served_pins(pytester.path / "pins.json", served)
+    local_hub.reset_counters()
+    warm = run(pytester, local_hub, "--hf-implicit=manage", "--hf-pins=pins.json")
+
+    warm.assert_outcomes(passed=2)
+    assert [r for r in local_hub.requests if "/main" in r[1]] == [], "a request named the pinned branch"
+    assert [r for r in local_hub.requests if "/resolve/" in r[1]] == [], "a pinned file verified in the cache"
+
+
+def test_vllm_loader_fails_unlisted_then_passes_listed(
+    pytester: pytest.Pytester, local_hub: LocalHub, served: str
+) -> None:
+    write_pins(pytester.path / "empty.json", [])
+
+    unlisted = run(pytester, local_hub, "--hf-implicit=fail", "--hf-pins=empty.json", "--junitxml=report.xml")
+
+    unlisted.assert_outcomes(failed=2)
+    failures = junit_failures(pytester.path / "report.xml")
+    assert set(failures) == SERVED_TESTS
+    assert all(f"{SERVED}@main" in text and "--hf-update-pins" in text for text in failures.values()), failures
+    served_pins(pytester.path / "pins.json", served)
+    run(pytester, local_hub, "--hf-implicit=fail", "--hf-pins=pins.json").assert_outcomes(passed=2)
