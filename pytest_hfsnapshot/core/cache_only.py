@@ -13,6 +13,7 @@ from ..snapshot import Snapshot
 from . import layers, listing, record, refusals, state
 from .call import Call
 from .error_builders import hub, not_cached
+from .formats import count
 from .locking import HeldCheck
 
 
@@ -76,7 +77,8 @@ def _served(call: Call, held: HeldCheck, commit: str) -> Snapshot:
         more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
         raise not_cached(
             request,
-            f"{what}, and {len(problems)} file(s) of {request.label} are missing or damaged in "
+            f"{what}, and {count(len(problems), 'file')} of {request.label} {'is' if len(problems) == 1 else 'are'} "
+            f"missing or damaged in "
             f"{repo.cache_dir}: {listed_problems}{more}. Run {prefetch_command()} online first.",
             *sorted(problems),
         )

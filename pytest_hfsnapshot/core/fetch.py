@@ -15,6 +15,7 @@ from ..errors import HfSnapshotError, LockLostError
 from . import error_builders, listing, record, retry, space, xet
 from ._hf_compat import xet_in_use
 from .call import Call
+from .formats import count
 from .hashing import ArrivalHasher
 from .locking import HeldCheck, wait_for_client_lock
 from .repair import blob_names
@@ -63,7 +64,7 @@ def download(call: Call, retrier: retry.Retrier, held: HeldCheck, commit: str, n
             return Fetched(adopted, rehashed)
         if failure is None:
             failure = retry.ContentMismatch(
-                f"{len(still)} file(s) arrived with the wrong size or hash: "
+                f"{count(len(still), 'file')} arrived with the wrong size or hash: "
                 + ", ".join(sorted(f.path for f in still)[:5])
             )
         kind = retry.classify(failure, through_xet=through_xet)
