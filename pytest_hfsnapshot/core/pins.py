@@ -192,14 +192,14 @@ class PinFile:
                 and not self._made_up_commit(k)
             ):
                 continue
-            if old is None:
-                added.append(pin)
+            if old is None or (old.commit is None and pin.commit is not None):
+                added.append(pin)  # a refusal named no commit: the first one is a new pin
             elif old.commit is not None and pin.commit is not None and old.commit != pin.commit:
                 moved.append(Move(pin.label, old.commit, pin.commit))
             fresh[k] = entry
         kept = [entry for entry in self.entries if _entry_key(entry) not in fresh]
         entries = sorted([*kept, *fresh.values()], key=_entry_key)  # stable: one pin's entries keep their order
-        unchanged = len(self.pins) - len(moved)
+        unchanged = len(self.pins) - len(moved) - sum(1 for pin in added if pin.key in self.pins)
         return Update(tuple(entries), tuple(moved), tuple(added), unchanged)
 
 

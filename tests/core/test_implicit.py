@@ -217,6 +217,11 @@ def test_a_refused_entry_names_no_commit_and_an_older_one_with_forty_zeros_still
     assert update.moved == ()
     path.write_text(update.render())
     assert pins.read(path).pins[("model", "org/new", "main")].commit is None
+    # Once the Hub lets the tests in, the use gets its commit: a new pin, not a move from a made-up one.
+    granted = pins.read(path).updated({}, {("model", "org/gated", "main"): pins.Recorded(C2, ("config.json",))})
+    assert [pin.label for pin in granted.added] == ["org/gated@main"] and granted.moved == ()
+    assert granted.unchanged == 3
+    assert next(e for e in granted.entries if e["repo_id"] == "org/gated")["commit"] == C2
 
 
 @pytest.mark.parametrize(
