@@ -439,7 +439,7 @@ def doctor_command(args: Sequence[str]) -> int:
             print(line)
         if options.prune_unused is not None:
             verb = "would free" if options.dry_run else "freed"
-            days = f"{options.prune_unused:g} day{'' if options.prune_unused == 1 else 's'}"
+            days = count(float(options.prune_unused), "day")
             unused = f"{count(len(stale), 'snapshot')} unused for {days}"
             print(f"prune: {unused}; {verb} {doctor_fix.size_text(actions)}")
         if after is not None:

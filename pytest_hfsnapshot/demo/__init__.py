@@ -23,7 +23,7 @@ from pathlib import Path
 from huggingface_hub import snapshot_download
 from huggingface_hub.utils.tqdm import disable_progress_bars
 
-from ..core.cache.formats import human_size
+from ..core.cache.formats import count, human_size
 from ..testing.half_written import truncated_blob
 from ..testing.hub import LocalHub
 from ..testing.serve import client_exports, load_folder
@@ -122,7 +122,7 @@ def explain(hub: LocalHub, output: str, weight_sizes: dict[str, int], workers: b
     if row:
         others = int(row.group(2))
         tiny = (
-            f"{TINY}: {1 + others} workers asked for it; {row.group(1)} downloaded it while the other"
+            f"{TINY}: {count(1 + others, 'worker')} asked for it; {row.group(1)} downloaded it while the other"
             f"{'s' if others != 1 else ''} waited on the repo lock"
         )
     elif workers:
@@ -139,9 +139,9 @@ def explain(hub: LocalHub, output: str, weight_sizes: dict[str, int], workers: b
         f'The size check caught it and only that file was fetched again ({fetches(CACHED)} fetch): source "repair".',
         f"{LARGE} with metadata_only=True: {human_size(hub.served(f'/{LARGE}/resolve/*/{WEIGHTS}'))} of its "
         f"{human_size(weight_sizes[LARGE])} weight file served; config and tokenizer only.",
-        f"{GATED}: the Hub answered 403 GatedRepo ({len(refused)} refused request{'s' if len(refused) != 1 else ''}, "
+        f"{GATED}: the Hub answered 403 GatedRepo ({count(len(refused), 'refused request')}, "
         f"{retried}); the test was skipped with the reason shown, counted under 'Hub access refused'.",
-        f"The local Hub served {len(hub.requests)} requests ({human_size(hub.served())}) for the whole run.",
+        f"The local Hub served {count(len(hub.requests), 'request')} ({human_size(hub.served())}) for the whole run.",
     ]
 
 

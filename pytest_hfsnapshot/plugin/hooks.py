@@ -70,9 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
     options = read_options(config)
     pinning.configure(config, options)
     state = start(config, options)
+    implicit = options.implicit != "off" and not options.prefetch_only
     if options.offline:
-        config.stash[_RESTORE_KEY] = force_offline()
-    if options.implicit != "off" and not options.prefetch_only:
+        # With implicit use answered from the cache, datasets' loads take the Hub path it serves.
+        config.stash[_RESTORE_KEY] = force_offline(datasets_hub_path=implicit)
+    if implicit:
         from .implicit import ImplicitSession
 
         state.implicit = ImplicitSession(config, options, state.session_id)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ..core.cache import pins
-from ..core.cache.formats import human_size
+from ..core.cache.formats import count, human_size
 from ..core.implicit import cache_changes, file_materialize, observe
 from ..core.implicit.uses import COLLECTION, SESSION, ImplicitUse, Key, merged
 from ..endpoint import ChildEnvironment, SessionEndpoint
@@ -239,19 +239,20 @@ def summary_lines(uses: Sequence[ImplicitUse], pin_file: pins.PinFile | None, pi
         first = use.tests[0] if use.tests else SESSION
         state = f" refused ({use.refusal})" if use.refusal else ""
         lines.append(
-            f"{use.label} {commit} {len(use.files)} files "
-            f"{human_size(use.fetched)} fetched {len(use.tests)} tests (first: {first}){state}"
+            f"{use.label} {commit} {count(len(use.files), 'file')} "
+            f"{human_size(use.fetched)} fetched {count(len(use.tests), 'test')} (first: {first}){state}"
         )
     unlisted = [u for u in uses if pin_file is None or pin_file.pin_for(u.repo_type, u.repo_id, u.revision) is None]
     where = f"the pin file {pin_path}" if pin_path is not None else "a pin file"
     if unlisted:
         n = len(unlisted)
         lines.append(
-            f"hfsnapshot: {n} implicit snapshot{'s' if n != 1 else ''} {'is' if n == 1 else 'are'} not in "
+            f"hfsnapshot: {count(n, 'implicit snapshot')} {'is' if n == 1 else 'are'} not in "
             f"{where}; record {'it' if n == 1 else 'them'} with `{pins_hint(pin_path)}`"
         )
     else:
-        lines.append(f"hfsnapshot: all {len(uses)} implicit snapshots are in {where}")
+        every, are = ("the", "is") if len(uses) == 1 else ("all", "are")
+        lines.append(f"hfsnapshot: {every} {count(len(uses), 'implicit snapshot')} {are} in {where}")
     return lines
 
 

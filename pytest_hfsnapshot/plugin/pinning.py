@@ -23,9 +23,6 @@ from .snapshot_uses import SnapshotUse
 if TYPE_CHECKING:
     from ..core.implicit.uses import ImplicitUse
 
-#: The commit a refused implicit use is pinned to: the Hub named none (a pin entry needs one).
-NO_COMMIT = "0" * 40
-
 _PIN_FILE_KEY = pytest.StashKey["pins.PinFile | None"]()
 _LINES_KEY = pytest.StashKey[list[str]]()
 #: Snapshots named in a summary line before "and N more".
@@ -94,16 +91,15 @@ def finish(
 
 
 def recorded(implicit: Sequence[ImplicitUse], options: Options) -> dict[pins.Key, pins.Recorded]:
-    """The implicit uses as the pin file records them; a use whose commit no answer named is resolved now."""
+    """The implicit uses as the pin file records them; a use whose commit no answer named is resolved now
+    (a refusal keeps none: the Hub named none)."""
     entries: dict[pins.Key, pins.Recorded] = {}
     for use in implicit:
         commit = use.commit
         if commit is None and use.refusal is None:
             commit = _resolve(use, options)
-        if commit is None:
-            if use.refusal is None:
+            if commit is None:
                 continue
-            commit = NO_COMMIT
         entries[use.key] = pins.Recorded(commit, tuple(sorted(use.files)), tuple(sorted(use.missing)), use.refusal)
     return entries
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.cache.formats import count
+
 __all__ = ["EMPTY_XET_HASH", "XetStore", "XorbUrl", "import_hf_xet", "is_xet_hash"]
 
 EMPTY_XET_HASH = "0" * 64
@@ -152,7 +154,7 @@ class XetStore:
         for sha, handle in handles.items():
             info = handle.result().xet_info
             if info.file_size != len(contents[sha]):
-                raise RuntimeError(f"hf_xet stored {info.file_size} bytes for a file of {len(contents[sha])}")
+                raise RuntimeError(f"hf_xet stored {count(info.file_size, 'byte')} for a file of {len(contents[sha])}")
             self._by_sha256[sha] = info.hash
         self._read_new_shards()
         unknown = [self._by_sha256[sha] for sha in contents if self._by_sha256[sha] not in self._files]

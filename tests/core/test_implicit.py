@@ -4,21 +4,26 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
+import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
-from huggingface_hub import hf_hub_download, snapshot_download
+from huggingface_hub import get_session, hf_hub_download, snapshot_download
 
 from pytest_hfsnapshot import materialize
 from pytest_hfsnapshot.core.cache import pins
 from pytest_hfsnapshot.core.cache.layout import RepoCache
-from pytest_hfsnapshot.core.hub import credentials, hub_calls
+from pytest_hfsnapshot.core.hub import credentials, hub_calls, offline
 from pytest_hfsnapshot.core.implicit import cache_changes, file_materialize, local_answers, observe
 from pytest_hfsnapshot.core.implicit.uses import ImplicitUse, Recorder, merged
 from pytest_hfsnapshot.core.own_work import busy, own_thread, own_work
 from pytest_hfsnapshot.errors import InvalidRequestError
+from pytest_hfsnapshot.request import SnapshotRequest
 from pytest_hfsnapshot.settings import ImplicitMode, Settings
 from pytest_hfsnapshot.testing.hub import LocalHub
 
@@ -279,3 +284,123 @@ def test_a_thread_sends_the_token_it_acts_with(monkeypatch: pytest.MonkeyPatch) 
             assert (credentials.hub_token(), credentials.sent_token()) == ("hf_child", "hf_child")
         assert credentials.sent_token() is False
     assert (credentials.hub_token(), credentials.sent_token()) == ("hf_host", None)
+
+
+def test_a_refused_entry_names_no_commit_and_an_older_one_with_forty_zeros_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "pins.json"
+    refused = {"repo_id": "org/gated", "repo_type": "model", "revision": "main", "files": [], "refused": "GatedRepo"}
+    older = {**refused, "repo_id": "org/gone", "commit": "0" * 40, "refused": "RepoNotFound"}
+    path.write_text(json.dumps([refused, older, entry(files=["a"])]))
+    pin_file = pins.read(path)
+    gated, gone = pin_file.pins[("model", "org/gated", "main")], pin_file.pins[("model", "org/gone", "main")]
+    assert (gated.commit, gated.refusal) == (None, "GatedRepo")
+    assert (gone.commit, gone.refusal) == (None, "RepoNotFound"), "40 zeros are no commit"
+    assert pin_file.pin_for("model", "org/gone", "0" * 40) is None
+    assert pin_file.commit_for(SnapshotRequest("org/gated")) is None
+    assert [pin.repo_id for pin in pin_file.branches()] == ["org/tiny"]
+    # Recorded again, a refusal is written with no commit, and the made-up one goes.
+    update = pin_file.updated(
+        {},
+        {
+            ("model", "org/gated", "main"): pins.Recorded(None, refused="GatedRepo"),
+            ("model", "org/gone", "main"): pins.Recorded(None, refused="RepoNotFound"),
+            ("model", "org/new", "main"): pins.Recorded(None, refused="RepoNotFound"),
+        },
+    )
+    written = {e["repo_id"]: e for e in update.entries}
+    assert [name for name, e in written.items() if "commit" in e] == ["org/tiny"], update.entries
+    assert written["org/new"] == {**refused, "repo_id": "org/new", "refused": "RepoNotFound"}
+    assert update.moved == ()
+    path.write_text(update.render())
+    assert pins.read(path).pins[("model", "org/new", "main")].commit is None
+    # Once the Hub lets the tests in, the use gets its commit: a new pin, not a move from a made-up one.
+    granted = pins.read(path).updated({}, {("model", "org/gated", "main"): pins.Recorded(C2, ("config.json",))})
+    assert [pin.label for pin in granted.added] == ["org/gated@main"] and granted.moved == ()
+    assert granted.unchanged == 3
+    assert next(e for e in granted.entries if e["repo_id"] == "org/gated")["commit"] == C2
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"files": ["a"], "refused": "GatedRepo"}],
+    ids=["not-refused", "refused-with-files"],
+)
+def test_only_a_refusal_may_leave_out_the_commit(tmp_path: Path, extra: dict[str, object]) -> None:
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([{"repo_id": "org/tiny", "repo_type": "model", "revision": "main", **extra}]))
+    with pytest.raises(InvalidRequestError) as raised:
+        pins.read(path)
+    assert f"Pin file {path}, entry 1 (org/tiny@main): the key 'commit' is missing" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("route", "form"),
+    [
+        ("tree/main", None),
+        ("tree/main?recursive=True&expand=False", None),
+        ("tree/main/data?recursive=False&expand=False", None),
+        ("tree/main/data%2Fsub?recursive=True", None),
+        ("paths-info/main", {"paths": ["data", "data/sub/b.csv", "nope.txt"], "expand": "False"}),
+    ],
+)
+def test_listings_answered_for_a_recorded_snapshot_are_the_hubs(
+    local_hub: LocalHub, tmp_path: Path, route: str, form: dict[str, object] | None
+) -> None:
+    files = {"README.md": "# c", "data/a.csv": "a\n1\n", "data/sub/b.csv": "b\n2\n"}
+    commit = local_hub.add_repo("org/c", files, repo_type="dataset")
+    snapshot_download("org/c", repo_type="dataset")  # leaves the listing where the client keeps it
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([entry(repo_id="org/c", repo_type="dataset", commit=commit, files=sorted(files))]))
+    url = f"{local_hub.url}/api/datasets/org/c/{route}"
+    call = hub_calls.parse(url, local_hub.url)
+    assert call is not None
+    body = urlencode(form, doseq=True).encode() if form is not None else b""
+
+    answered = local_answers.answer(call, "POST" if form else "GET", pins.read(path), local_hub.cache_dir, body)
+    hub = get_session().request("POST" if form else "GET", url, data=form)
+
+    assert answered is not None and answered.status == hub.status_code == 200
+    assert answered.headers["X-Repo-Commit"] == commit
+
+    def shown(entries: list[dict[str, object]]) -> list[tuple[object, ...]]:
+        return sorted((e["type"], e["path"], e["size"] if e["type"] == "file" else 0) for e in entries)
+
+    assert shown(json.loads(answered.body)) == shown(hub.json())
+
+
+def test_a_tree_of_a_folder_the_commit_lacks_is_the_hubs_404(local_hub: LocalHub, tmp_path: Path) -> None:
+    commit = local_hub.add_repo("org/tiny", {"config.json": "{}"})
+    snapshot_download("org/tiny")
+    path = tmp_path / "pins.json"
+    path.write_text(json.dumps([entry(commit=commit, files=["config.json"])]))
+    call = hub_calls.parse(f"{local_hub.url}/api/models/org/tiny/tree/main/nope", local_hub.url)
+    assert call is not None
+    answered = local_answers.answer(call, "GET", pins.read(path), local_hub.cache_dir)
+    assert answered is not None and (answered.status, answered.headers["X-Error-Code"]) == (404, "EntryNotFound")
+
+
+@pytest.mark.parametrize("user", [None, "1"], ids=["unset", "set-by-the-user"])
+def test_an_offline_run_leaves_datasets_on_its_hub_path_unless_the_user_chose(
+    monkeypatch: pytest.MonkeyPatch, user: str | None
+) -> None:
+    from huggingface_hub import constants
+
+    if user is None:
+        monkeypatch.delenv(offline.DATASETS_OFFLINE, raising=False)
+    else:
+        monkeypatch.setenv(offline.DATASETS_OFFLINE, user)
+    # What datasets read at its import, offline (the real one is loaded by tests/peers/test_routes.py).
+    config = types.SimpleNamespace(HF_HUB_OFFLINE=True, HF_DATASETS_OFFLINE=True)
+    monkeypatch.setitem(sys.modules, "datasets.config", config)
+    before = dict(os.environ)
+
+    restore = offline.force_offline(datasets_hub_path=True)
+    try:
+        assert constants.HF_HUB_OFFLINE and os.environ["HF_HUB_OFFLINE"] == "1"
+        assert os.environ.get(offline.DATASETS_OFFLINE) == (user or "0")
+        assert config.HF_HUB_OFFLINE is config.HF_DATASETS_OFFLINE is (user is not None)
+    finally:
+        restore()
+
+    assert dict(os.environ) == before
+    assert config.HF_HUB_OFFLINE is config.HF_DATASETS_OFFLINE is True

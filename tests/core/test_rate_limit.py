@@ -72,7 +72,7 @@ def test_a_reset_past_the_cap_fails_at_once_naming_the_limit(pytester: pytest.Py
     result.stdout.fnmatch_lines(
         [
             f"*RateLimitError: The Hub rate-limited this session at {local_hub.url}/api (its limit: 1 "
-            '"api" requests per 120 s): its window resets in 1?? s, longer than --hf-max-rate-wait=5 s allows '
+            '"api" request per 120 s): its window resets in 1?? s, longer than --hf-max-rate-wait=5 s allows '
             "waiting. Run again later, raise --hf-max-rate-wait, or set HF_TOKEN (signed-in requests get higher "
             "limits).*"
         ]

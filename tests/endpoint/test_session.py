@@ -186,7 +186,7 @@ def test_report_records_each_childs_loads_under_the_test_that_started_it(
     for repo, test in started_by.items():
         row = rows.get(f"{repo}@main", "")
         assert row.startswith(f"{repo}@main {commits[repo][:12]} "), (repo, row)
-        assert row.endswith(f" 1 tests (first: test_server.py::{test})"), (repo, row)
+        assert row.endswith(f" 1 test (first: test_server.py::{test})"), (repo, row)
     assert " 3 files " in rows["org/snap@main"] and " 2 files 1.0 MiB fetched " in rows["org/hf@main"]
     recorded = {entry["repo_id"]: entry for entry in json.loads(pins.read_text())}
     assert recorded["org/hf"]["files"] == ["config.json", "model.safetensors"]

@@ -229,8 +229,8 @@ def summary_rows(output: str) -> dict[str, Row]:
     """The ``hf implicit`` rows by ``folder@revision``, each snapshot once."""
     rows: dict[str, Row] = {}
     pattern = re.compile(
-        r"^(?P<name>\S+@\S+)\s+(?P<commit>[0-9a-f]{12})\s+(?P<files>\d+) files\s+(?P<fetched>.+?) fetched\s+"
-        r"(?P<tests>\d+) tests \(first: (?P<first>.+?)\)(?=\s|$)"
+        r"^(?P<name>\S+@\S+)\s+(?P<commit>[0-9a-f]{12})\s+(?P<files>\d+) files?\s+(?P<fetched>.+?) fetched\s+"
+        r"(?P<tests>\d+) tests? \(first: (?P<first>.+?)\)(?=\s|$)"
     )
     for line in implicit_section(output):
         found = pattern.match(line)

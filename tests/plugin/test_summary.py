@@ -157,3 +157,29 @@ def test_unverified_revision_is_flagged_and_strict_fails(pytester: pytest.Pytest
     result = pytester.runpytest(*args, "--hf-strict")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["org/tiny@main: UnverifiedRevisionError: *--hf-strict*"])
+
+
+def test_implicit_rows_say_each_count_in_its_number(tmp_path: Path) -> None:
+    from pytest_hfsnapshot.core.cache import pins
+    from pytest_hfsnapshot.core.implicit.uses import ImplicitUse
+    from pytest_hfsnapshot.plugin import implicit
+
+    one = ImplicitUse("model", "org/one", "main", COMMIT, {"config.json": 2}, tests=["t.py::a"])
+    two = ImplicitUse("model", "org/two", "main", COMMIT, {"a": 1, "b": 1}, tests=["t.py::a", "t.py::b"])
+    none = ImplicitUse("model", "org/none", "main", COMMIT, {}, {"conf"}, tests=["t.py::a"])
+    path = tmp_path / "pins.json"
+    path.write_text(pins.render([{"repo_id": "org/one", "repo_type": "model", "revision": "main", "commit": COMMIT}]))
+    pin_file = pins.read(path)
+
+    rows = implicit.summary_lines([one, two, none], None, None)
+    listed = implicit.summary_lines([one], pin_file, path)
+    unlisted = implicit.summary_lines([two], pin_file, path)
+
+    assert rows[:3] == [
+        f"org/one@main {COMMIT[:12]} 1 file 0 B fetched 1 test (first: t.py::a)",
+        f"org/two@main {COMMIT[:12]} 2 files 0 B fetched 2 tests (first: t.py::a)",
+        f"org/none@main {COMMIT[:12]} 0 files 0 B fetched 1 test (first: t.py::a)",
+    ]
+    assert rows[3].startswith("hfsnapshot: 3 implicit snapshots are not in a pin file; record them with")
+    assert listed[1] == f"hfsnapshot: the 1 implicit snapshot is in the pin file {path}"
+    assert unlisted[1].startswith(f"hfsnapshot: 1 implicit snapshot is not in the pin file {path}; record it with")

@@ -31,9 +31,13 @@ def human_age(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def count(n: int, noun: str) -> str:
-    """``count(1, "file")`` -> '1 file'; ``count(2, "file")`` -> '2 files'."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def count(n: float, noun: str) -> str:
+    """``count(1, "file")`` -> '1 file'; ``count(2, "file")`` -> '2 files'; ``count(1.5, "day")`` -> '1.5 days'.
+
+    The one rule for a number and its noun in what users read (``tests/test_words.py`` holds it).
+    """
+    shown = f"{n:g}" if isinstance(n, float) else str(n)
+    return f"{shown} {noun}{'' if n == 1 else 's'}"
 
 
 def request_label(request: SnapshotRequest) -> str:

@@ -5,7 +5,8 @@ at least ``repo_id``, ``repo_type``, ``revision`` and ``commit``, so a manifest 
 A pin is keyed by repo type, repo id and revision: every selection of a repo at a revision uses the
 same commit, so manifest entries that differ only in their files are one pin. An entry's ``files``
 (and ``missing``, ``refused``) record an implicit use (CONTRACT section 9): the paths a prefetch
-fetches at the pinned commit, the paths it marks absent, and the Hub's refusal.
+fetches at the pinned commit, the paths it marks absent, and the Hub's refusal. A refused use that
+obtained no file names no commit unless the Hub named one (older files wrote 40 zeros: no commit).
 
 Writing (the ``update_pins`` setting, ``pytest-hfsnapshot pins update``) keeps every entry of a pin that
 did not move byte for byte, replaces the entries of a moved pin by one entry of the four keys,
@@ -29,12 +30,14 @@ from ...request import SnapshotRequest, is_commit, repo_path, snapshot_label
 from ...settings import pytest_command
 from .layout import atomic_write_text
 
-#: The keys every pin entry has (a manifest entry has ``files`` and ``size`` besides).
+#: The keys every pin entry has (a manifest entry has ``files`` and ``size`` besides; a refusal may lack ``commit``).
 KEYS = ("repo_id", "repo_type", "revision", "commit")
 #: The Hub's refusals an implicit use records (``"refused"``), as its ``X-Error-Code`` names them.
 REFUSALS = ("RepoNotFound", "GatedRepo", "RevisionNotFound")
 #: A pin's identity: (repo type, repo id, revision); patterns do not matter.
 Key = tuple[str, str, str]
+#: The commit older pin files gave a refused use: read as no commit.
+_MADE_UP_COMMIT = "0" * 40
 
 _FORMAT = (
     "a pin file is a JSON list of objects with repo_id, repo_type, revision and commit, "
@@ -49,7 +52,8 @@ class Pin:
     repo_type: str
     repo_id: str
     revision: str
-    commit: str
+    #: None only for a refusal the Hub named no commit for (see :attr:`refusal`).
+    commit: str | None
     #: The paths recorded for the pin (``files`` of its entries, their union), or None when no entry has any.
     files: tuple[str, ...] | None = None
     #: Paths the commit does not have, recorded from an implicit use.
@@ -140,6 +144,10 @@ class PinFile:
         number, entry = next((n, e) for n, e in enumerate(self.entries, 1) if _entry_key(e) == pin.key)
         return _where(self.path, number, entry)
 
+    def _made_up_commit(self, k: Key) -> bool:
+        """Whether an entry of ``k`` holds the 40 zeros older files gave a refusal (rewritten without them)."""
+        return any(_entry_key(e) == k and e.get("commit") == _MADE_UP_COMMIT for e in self.entries)
+
     def _records_use(self, k: Key) -> bool:
         """Whether an entry of ``k`` records an implicit use (``files`` without a manifest's ``size``)."""
         return any(_entry_key(e) == k and "files" in e and "size" not in e for e in self.entries)
@@ -170,31 +178,36 @@ class PinFile:
             repo_type, repo_id, revision = k
             pin = Pin(repo_type, repo_id, revision, wanted[k])
             old = self.pins.get(k)
-            entry: dict[str, Any] = {name: getattr(pin, name) for name in KEYS}
+            entry: dict[str, Any] = {name: getattr(pin, name) for name in KEYS if getattr(pin, name) is not None}
             if use is not None:
                 entry.update(_recorded_paths(use, old if old is not None and old.commit == pin.commit else None))
             elif old is not None and old.files is not None and self._records_use(k):
                 # Moved with no use this session: the paths recorded at the old commit are the best guess
                 # (a prefetch says which one the new commit lacks).
                 entry.update(_recorded_paths(Recorded(pin.commit), old))
-            if old is not None and old.commit == pin.commit and (use is None or _same_paths(old, entry)):
+            if (
+                old is not None
+                and old.commit == pin.commit
+                and (use is None or _same_paths(old, entry))
+                and not self._made_up_commit(k)
+            ):
                 continue
-            if old is None:
-                added.append(pin)
-            elif old.commit != pin.commit:
+            if old is None or (old.commit is None and pin.commit is not None):
+                added.append(pin)  # a refusal named no commit: the first one is a new pin
+            elif old.commit is not None and pin.commit is not None and old.commit != pin.commit:
                 moved.append(Move(pin.label, old.commit, pin.commit))
             fresh[k] = entry
         kept = [entry for entry in self.entries if _entry_key(entry) not in fresh]
         entries = sorted([*kept, *fresh.values()], key=_entry_key)  # stable: one pin's entries keep their order
-        unchanged = len(self.pins) - len(moved)
+        unchanged = len(self.pins) - len(moved) - sum(1 for pin in added if pin.key in self.pins)
         return Update(tuple(entries), tuple(moved), tuple(added), unchanged)
 
 
 @dataclasses.dataclass(frozen=True)
 class Recorded:
-    """What a session recorded of one implicit use, for the pin file."""
+    """What a session recorded of one implicit use, for the pin file (no commit: a refusal that named none)."""
 
-    commit: str
+    commit: str | None
     files: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     refused: str | None = None
@@ -254,7 +267,7 @@ def read(path: str | os.PathLike[str], *, missing_ok: bool = False) -> PinFile:
     for number, entry in enumerate(data, 1):
         pin = _pin(target, number, entry)
         known = pins.get(pin.key)
-        if known is not None and known.commit != pin.commit:
+        if known is not None and None not in (known.commit, pin.commit) and known.commit != pin.commit:
             raise InvalidRequestError(
                 f"Pin file {target}, entries {first[pin.key]} and {number}: both pin {pin.label}, to different "
                 f"commits ({known.commit} and {pin.commit}). Keep the entry of the commit you want; entries "
@@ -266,12 +279,14 @@ def read(path: str | os.PathLike[str], *, missing_ok: bool = False) -> PinFile:
 
 
 def _union(a: Pin, b: Pin) -> Pin:
-    """One pin from two entries of the same key and commit: their recorded paths joined."""
+    """One pin from two entries of the same key and commit (or one naming none): their recorded paths joined."""
     if a.files is None and b.files is None:
-        return a
+        return dataclasses.replace(a, commit=a.commit or b.commit)
     files = tuple(sorted(set(a.files or ()) | set(b.files or ())))
     missing = tuple(sorted((set(a.missing) | set(b.missing)) - set(files)))
-    return dataclasses.replace(a, files=files, missing=missing, refused=a.refused or b.refused)
+    return dataclasses.replace(
+        a, commit=a.commit or b.commit, files=files, missing=missing, refused=a.refused or b.refused
+    )
 
 
 # Parsed pin files by path, with the stat they were read under: a test session's thousands of
@@ -339,7 +354,11 @@ def _pin(path: Path, number: int, entry: object) -> Pin:
             f"not an object: {_FORMAT}."
         )
     where = _where(path, number, entry)
+    # A refusal that obtained no file may name no commit: the Hub gave none.
+    refusal_only = entry.get("refused") is not None and not entry.get("files")
     for name in KEYS:
+        if name not in entry and name == "commit" and refusal_only:
+            continue
         if name not in entry:
             raise InvalidRequestError(f"{where}: the key {name!r} is missing: {_FORMAT}.")
         if not isinstance(entry[name], str):
@@ -348,10 +367,12 @@ def _pin(path: Path, number: int, entry: object) -> Pin:
         request = SnapshotRequest.build(entry["repo_id"], revision=entry["revision"], repo_type=entry["repo_type"])
     except InvalidRequestError as error:
         raise InvalidRequestError(f"{where}: {error}") from None
-    commit = entry["commit"]
-    if not is_commit(commit):
+    commit = entry.get("commit")
+    if commit is not None and not is_commit(commit):
         raise InvalidRequestError(f"{where}: commit {commit!r} is not a commit id (40 lowercase hex digits).")
-    if request.pinned and request.revision != commit:
+    if refusal_only and commit == _MADE_UP_COMMIT:
+        commit = None
+    if request.pinned and commit is not None and request.revision != commit:
         raise InvalidRequestError(
             f"{where}: the revision is itself a commit id, but the entry pins it to another commit ({commit}); "
             "a commit can only be pinned to itself."

@@ -425,7 +425,7 @@ class _Scanner:
                     if is_commit(text):
                         named.setdefault(text, []).append(name)
                         continue
-                    problem = "empty" if not data else f"holds {len(data)} bytes that are not a commit id"
+                    problem = "empty" if not data else f"holds {count(len(data), 'byte')} that are not a commit id"
             except OSError as error:
                 self._dead(error)
                 problem = f"unreadable ({error.strerror})"
@@ -795,7 +795,7 @@ def _describe(problem: Problem, f: ExpectedFile, *, listed_by: str) -> tuple[str
         return "wrong-hash", problem.describe()
     if kind is ProblemKind.WRONG_SIZE:
         where = f" ({problem.at.value})" if problem.at.value else ""
-        return "wrong-size", f"{problem.found} bytes instead of {problem.wanted}{where}"
+        return "wrong-size", f"{count(int(problem.found), 'byte')} instead of {problem.wanted}{where}"
     if kind is ProblemKind.NOT_REGULAR:
         return "missing", "not a regular file" + (f" ({problem.at.value})" if problem.at.value else "")
     if kind is ProblemKind.WRONG_HASH:

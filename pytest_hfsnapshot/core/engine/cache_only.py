@@ -11,6 +11,7 @@ from ...errors import AuthError, HfSnapshotError, OfflineMissingError, Unverifie
 from ...settings import prefetch_command, say
 from ...snapshot import Snapshot
 from ..cache import layers, state
+from ..cache.formats import count
 from ..cache.locking import HeldCheck
 from ..hub import refusals
 from . import listing, record
@@ -78,7 +79,8 @@ def _served(call: Call, held: HeldCheck, commit: str) -> Snapshot:
         more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
         raise not_cached(
             request,
-            f"{what}, and {len(problems)} file(s) of {request.label} are missing or damaged in "
+            f"{what}, and {count(len(problems), 'file')} of {request.label} {'is' if len(problems) == 1 else 'are'} "
+            f"missing or damaged in "
             f"{repo.cache_dir}: {listed_problems}{more}. Run {prefetch_command()} online first.",
             *sorted(problems),
         )

@@ -26,6 +26,7 @@ from ...errors import (
 )
 from ...request import SnapshotRequest
 from ...settings import say
+from ..cache.formats import count
 from ..cache.verify import ExpectedFile
 from ..hub import gate, outage, refusals, retry
 from . import space
@@ -115,7 +116,7 @@ def gave_up(
     where = f", file {filename!r}" if filename else ""
     retrier = "hf_xet" if kind.by_xet else "huggingface_hub"
     client = f" ({retrier} had already retried it with its own backoff)" if kind.client_retried else ""
-    tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
+    tries = count(attempts, "attempt")
     return TransientError(
         f"Gave up on {what} of {request.label}{where} at {failed_origin(error)} after {tries}{client}: last cause "
         f"{cause(kind)}. The Hub or the network is failing; retry later"

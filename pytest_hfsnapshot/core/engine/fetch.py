@@ -14,6 +14,7 @@ from huggingface_hub import hf_hub_download
 
 from ...errors import HfSnapshotError, LockLostError
 from .._hf_compat import xet_in_use
+from ..cache.formats import count
 from ..cache.hashing import ArrivalHasher
 from ..cache.locking import HeldCheck, wait_for_client_lock
 from ..cache.repair import blob_names
@@ -66,7 +67,7 @@ def download(call: Call, retrier: retry.Retrier, held: HeldCheck, commit: str, n
             return Fetched(adopted, rehashed)
         if failure is None:
             failure = retry.ContentMismatch(
-                f"{len(still)} file(s) arrived with the wrong size or hash: "
+                f"{count(len(still), 'file')} arrived with the wrong size or hash: "
                 + ", ".join(sorted(f.path for f in still)[:5])
             )
         kind = retry.classify(failure, through_xet=through_xet)

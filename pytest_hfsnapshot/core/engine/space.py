@@ -139,7 +139,7 @@ def not_enough_space(
         what = needs[0].label
         detail = f"{count(short.files, 'file')} to fetch: {biggest}{', ...' if len(files) > 3 else ''}"
     else:
-        what = f"the {len(needs)} snapshots to fetch"
+        what = f"the {count(len(needs), 'snapshot')} to fetch"
         ranked = sorted(needs, key=lambda n: (-n.size, n.label))
         detail = f"{count(short.files, 'file')}; the biggest: " + ", ".join(
             f"{n.label} {human_size(n.size)}" for n in ranked[:3]

@@ -34,6 +34,7 @@ from filelock import FileLock
 from ...errors import HfSnapshotError, RateLimitError
 from ...settings import DEFAULT_MAX_RATE_WAIT, say
 from .._hf_compat import client_factory_in_place, client_factory_is
+from ..cache.formats import count
 from ..cache.layout import atomic_write_json, endpoint_file, endpoint_lock, gate_dir, read_json
 
 if TYPE_CHECKING:
@@ -333,7 +334,8 @@ def _policy(headers: Any) -> str | None:
     info = parse(headers) if parse is not None and hasattr(headers, "get") else None
     if info is None or info.limit is None or info.window_seconds is None:
         return None
-    return f'{info.limit} "{info.resource_type}" requests per {info.window_seconds} s'
+    requests = count(info.limit, '"' + str(info.resource_type) + '" request')
+    return f"{requests} per {info.window_seconds} s"
 
 
 __all__ = [

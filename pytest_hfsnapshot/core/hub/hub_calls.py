@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Literal
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from ...request import snapshot_label
 
@@ -36,6 +36,8 @@ class HubCall:
     revision: str
     #: The repo path a file or tree request names ("" for none).
     path: str = ""
+    #: A tree request for the whole subtree (``recursive=true``), not only the folder's own entries.
+    recursive: bool = False
 
     @property
     def label(self) -> str:
@@ -48,10 +50,12 @@ def parse(url: str, endpoint: str) -> HubCall | None:
     base = endpoint.rstrip("/")
     if not url.startswith(base + "/"):
         return None
-    raw_path = urlsplit(url[len(base) :]).path
-    parts = raw_path.lstrip("/").split("/")
+    split = urlsplit(url[len(base) :])
+    parts = split.path.lstrip("/").split("/")
     if parts and parts[0] == "api":
-        return _api_call(parts[1:])
+        call = _api_call(parts[1:])
+        recursive = parse_qs(split.query).get("recursive", [""])[-1].lower() in ("1", "true")
+        return dataclasses.replace(call, recursive=True) if call is not None and recursive else call
     return _file_call(parts)
 
 

@@ -3,14 +3,21 @@
 huggingface_hub reads ``HF_HUB_OFFLINE`` once, at import, which may have happened before it was
 set (a conftest, a pytester run in the same process): so the variable is read here again, and
 forcing offline mode patches the constant for this process and sets the variable for children.
+datasets keeps a switch of its own (``HF_DATASETS_OFFLINE``, else ``HF_HUB_OFFLINE``, read at its
+import): offline, it loads only the tables it built itself and never reads huggingface_hub's cache.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 
 from huggingface_hub import constants as hf_constants
+
+#: datasets' own offline switch; its module ``datasets.config`` holds what it read at import.
+DATASETS_OFFLINE = "HF_DATASETS_OFFLINE"
+_DATASETS_CONFIG = "datasets.config"
 
 
 def env_offline() -> bool:
@@ -19,21 +26,52 @@ def env_offline() -> bool:
     return value.strip().upper() in hf_constants.ENV_VARS_TRUE_VALUES
 
 
-def force_offline() -> Callable[[], None]:
-    """Turn offline mode on for this process and its children; returns the function that undoes it."""
-    old_constant = hf_constants.HF_HUB_OFFLINE
-    old_env = os.environ.get("HF_HUB_OFFLINE")
-    hf_constants.HF_HUB_OFFLINE = True
-    os.environ["HF_HUB_OFFLINE"] = "1"
+def force_offline(*, datasets_hub_path: bool = False) -> Callable[[], None]:
+    """Turn offline mode on for this process and its children; returns the function that undoes it.
+
+    ``datasets_hub_path``: the session answers huggingface_hub's requests about recorded snapshots
+    from the cache (implicit use), so ``datasets.load_dataset`` is left on its Hub path, which reads
+    what a prefetch made ready (``HF_DATASETS_OFFLINE=0``, unless the user set it). Its requests go
+    through huggingface_hub, which still lets none out.
+    """
+    undo: list[Callable[[], None]] = [_set_env("HF_HUB_OFFLINE", "1"), _set(hf_constants, "HF_HUB_OFFLINE", True)]
+    if datasets_hub_path and DATASETS_OFFLINE not in os.environ:
+        undo.append(_set_env(DATASETS_OFFLINE, "0"))
+        config = sys.modules.get(_DATASETS_CONFIG)  # imported already: what it read is patched too
+        if config is not None:
+            undo.extend(_set(config, name, False) for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
     def restore() -> None:
-        hf_constants.HF_HUB_OFFLINE = old_constant
-        if old_env is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = old_env
+        while undo:
+            undo.pop()()
 
     return restore
 
 
-__all__ = ["env_offline", "force_offline"]
+def _set_env(name: str, value: str) -> Callable[[], None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+
+    def restore() -> None:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+    return restore
+
+
+def _set(owner: object, name: str, value: object) -> Callable[[], None]:
+    had, old = hasattr(owner, name), getattr(owner, name, None)
+    setattr(owner, name, value)
+
+    def restore() -> None:
+        if had:
+            setattr(owner, name, old)
+        else:
+            delattr(owner, name)
+
+    return restore
+
+
+__all__ = ["DATASETS_OFFLINE", "env_offline", "force_offline"]

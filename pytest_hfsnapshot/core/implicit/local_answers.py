@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import posixpath
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from ..cache.layout import RepoCache
 from ..cache.pins import PinFile
@@ -36,12 +38,13 @@ class Answer:
     body: bytes = b""
 
 
-def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path) -> Answer | None:
+def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path, body: bytes = b"") -> Answer | None:
     """What the Hub would answer to ``call`` for a snapshot the pin file records; None when unknown.
 
     A revision is answered by its pinned commit, a file present in the cache by its metadata and
     bytes, a recorded ``missing`` path by the Hub's 404 ``EntryNotFound``, a recorded refusal by
-    its error.
+    its error, a tree or paths-info request (``body``: the paths it asks about) from the listing
+    the cache keeps, folders included, as ``HfFileSystem`` lists them.
     """
     pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
     if pin is None or (pin.files is None and pin.refused is None):
@@ -49,10 +52,12 @@ def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path
     if pin.refusal is not None:
         return refusal(pin.refusal, pin.commit)
     commit = pin.commit
+    if commit is None:  # only a refusal names none
+        return None
     repo = RepoCache(cache_dir, call.repo_id, call.repo_type)
     if call.kind in ("revision", "info"):
-        body = {"id": call.repo_id, "sha": commit, "siblings": [{"rfilename": p} for p in pin.files or ()]}
-        return _json(body, commit)
+        info = {"id": call.repo_id, "sha": commit, "siblings": [{"rfilename": p} for p in pin.files or ()]}
+        return _json(info, commit)
     if call.kind == "file":
         if call.path in pin.missing:
             return missing(commit)
@@ -61,11 +66,17 @@ def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path
         listing = repo.listings.read(commit)
         if listing is None:
             return None
-        entries = [_tree_entry(path, info) for path, info in sorted(listing.items())]
-        if call.kind == "tree" and call.path:
-            prefix = call.path.rstrip("/") + "/"
-            entries = [e for e in entries if str(e["path"]).startswith(prefix)]
-        return _json(entries, commit)
+        entries = {path: _tree_entry(path, info) for path, info in listing.items()}
+        for folder in {parent for path in listing for parent in _parents(path)}:
+            entries[folder] = {"type": "directory", "path": folder, "oid": "", "size": 0}
+        if call.kind == "paths-info":
+            return _json([entries[p] for p in dict.fromkeys(_asked_paths(body)) if p in entries], commit)
+        folder = call.path.strip("/")
+        if folder and entries.get(folder, {}).get("type") != "directory":
+            return missing(commit)
+        prefix = f"{folder}/" if folder else ""
+        inside = [path for path in entries if path.startswith(prefix)]
+        return _json([entries[p] for p in sorted(inside) if call.recursive or "/" not in p[len(prefix) :]], commit)
     return None
 
 
@@ -119,6 +130,27 @@ def file_headers(repo: RepoCache, commit: str, path: str) -> tuple[dict[str, str
     elif isinstance(blob, str):
         headers["ETag"] = f'"{blob}"'
     return headers, size
+
+
+def _parents(path: str) -> list[str]:
+    """``a/b/c.txt`` -> ``["a/b", "a"]``."""
+    out = []
+    while "/" in path:
+        path = posixpath.dirname(path)
+        out.append(path)
+    return out
+
+
+def _asked_paths(body: bytes) -> list[str]:
+    """The paths a paths-info request asks about: a form (``paths=a&paths=b``) or a JSON object."""
+    text = body.decode(errors="replace")
+    if text.lstrip().startswith("{"):
+        try:
+            asked = json.loads(text).get("paths", [])
+        except (ValueError, AttributeError):
+            return []
+        return [asked] if isinstance(asked, str) else [str(p) for p in asked]
+    return parse_qs(text).get("paths", [])
 
 
 def _tree_entry(path: str, info: Mapping[str, Any]) -> dict[str, Any]:

@@ -105,7 +105,7 @@ class Observer:
             return
         pin_file = self._pin_file()
         pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
-        if pin is not None:
+        if pin is not None and pin.commit is not None:
             request.url = type(request.url)(hub_calls.with_revision(url, call, pin.commit))
 
     def on_response(self, response: Any) -> None:
@@ -221,7 +221,7 @@ class Observer:
             and not self._refusal_stands(call.repo_type, call.repo_id, pin.refusal)
         ):
             return None
-        return local_answers.answer(call, str(request.method), pin_file, self._cache_dir())
+        return local_answers.answer(call, str(request.method), pin_file, self._cache_dir(), _body(request))
 
     def handle(self, inner: Any, request: Any) -> Any:
         """The transport's step: offline, answer a recorded snapshot here and let nothing out."""
@@ -313,7 +313,7 @@ class Observer:
             if not refusals or not self._refusal_stands(repo_type, repo_id, pin.refusal):
                 return
             made = local_answers.refusal(pin.refusal, pin.commit)
-        elif path in pin.missing:
+        elif path in pin.missing and pin.commit is not None:
             made = local_answers.missing(pin.commit)
         if made is not None:
             self.recorder.note(repo_type, repo_id, revision, commit=pin.commit, missing=path, refused=pin.refusal)
@@ -528,6 +528,14 @@ def _json_list(response: Any) -> list[Any]:
     except ValueError:
         return []
     return data if isinstance(data, list) else []
+
+
+def _body(request: Any) -> bytes:
+    """A request's body when it is at hand (a paths-info form); b"" for a streamed one."""
+    try:
+        return bytes(request.content)
+    except Exception:
+        return b""
 
 
 def commit_of(path: str) -> str | None:

@@ -2,9 +2,11 @@
 
 Each pin entry with ``files`` becomes one request of exactly those paths at the pinned commit, which
 the prefetch fetches like a declaration (verified, under the repo's lock, through the gate,
-honouring layers). Once it is ready, huggingface_hub's markers for the ``missing`` paths are
-written, so that library code offline takes the branch it took online, and a path the commit does
-not have is an error naming the pin file, the entry and the path.
+honouring layers). Once it is ready, the branch's ref and huggingface_hub's markers for the
+``missing`` paths are written, so that library code offline takes the branch it took online, and a
+path the commit does not have is an error naming the pin file, the entry and the path. An entry
+that obtained no file (``"files": []``) but names ``missing`` paths needs no transfer: its ref and
+markers alone are written.
 """
 
 from __future__ import annotations
@@ -24,16 +26,18 @@ from .file_materialize import glob_escape
 
 
 def requests(pin_file: PinFile) -> dict[SnapshotRequest, Pin]:
-    """One request per pin entry that records paths: its ``files`` at its revision (refusals excepted)."""
+    """One request per pin entry that records paths: its ``files`` (else its ``missing`` paths) at its
+    revision; refusals and entries with neither are left out."""
     out: dict[SnapshotRequest, Pin] = {}
     for pin in pin_file.with_files():
-        if not pin.files:
+        paths = pin.files or pin.missing
+        if pin.refusal is not None or not paths:
             continue
         request = SnapshotRequest.build(
             pin.repo_id,
             revision=pin.revision,
             repo_type=pin.repo_type,
-            allow_patterns=[glob_escape(path) for path in pin.files],
+            allow_patterns=[glob_escape(path) for path in paths],
         )
         out[request] = pin
     return out
@@ -54,12 +58,22 @@ def fetcher(
 
     def fetch_recorded(request: SnapshotRequest) -> Snapshot:
         pin = recorded.get(request)
-        snapshot = fetch(request, warn_unmatched=pin is None)
+        if pin is not None and not pin.files:
+            snapshot = _nothing_obtained(pin, Path(cache_dir()))
+        else:
+            snapshot = fetch(request, warn_unmatched=pin is None)
         if pin is not None:
             finish(pin_file, pin, snapshot, Path(cache_dir()))
         return snapshot
 
     return fetch_recorded
+
+
+def _nothing_obtained(pin: Pin, cache_dir: Path) -> Snapshot:
+    """The snapshot of an entry that obtained no file: nothing to fetch, its commit is the pin's."""
+    assert pin.commit is not None  # a refusal, the one entry without, is no request
+    repo = RepoCache(cache_dir, pin.repo_id, pin.repo_type)
+    return Snapshot(repo.snapshot_dir(pin.commit), pin.repo_id, pin.repo_type, pin.revision, pin.commit, (), 0, "cache")
 
 
 def finish(pin_file: PinFile, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> None:
