@@ -54,7 +54,7 @@ def _peer_hub() -> Iterator[tuple[LocalHub, dict[str, str], ModuleType]]:
         yield hub, repos.fill(hub), repos
 
 
-def _pytest(
+def pytest_session(
     bench: Bench, hub: LocalHub, at: Path, cache: Path, flags: tuple[str, ...], transport: str = "xet", **env: str
 ) -> tuple[float, int]:
     """One pytest session in folder ``at`` against ``hub``: its wall and its failed tests (errors count)."""
@@ -103,7 +103,7 @@ def peers_cold_n4_faults(bench: Bench) -> None:
                 cache = bench.new_cache(f"peers-{side}")
                 _faults(hub)
                 hub.reset_counters()
-                seconds, failures = _pytest(bench, hub, suite, cache, sides[side], transport=transport)
+                seconds, failures = pytest_session(bench, hub, suite, cache, sides[side], transport=transport)
                 walls[side].append(seconds)
                 failed[side].append(failures)
                 moved[side].append(repos.file_bytes_ratio(hub, commits))
@@ -138,12 +138,12 @@ def warm_implicit_from_pretrained(bench: Bench) -> None:
     requests: dict[str, list[int]] = {s: [] for s in sides}
     with _peer_hub() as (hub, _, _):
         cache = bench.new_cache("warm-implicit")
-        _pytest(bench, hub, folder, cache, ("--hf-pins=pins.json", "--hf-update-pins"))  # records the pin file
+        pytest_session(bench, hub, folder, cache, ("--hf-pins=pins.json", "--hf-update-pins"))  # records the pin file
         for side in abba(list(sides), p.peer_rounds):
             out = folder / f"{side}.jsonl"
             out.unlink(missing_ok=True)
             hub.reset_counters()
-            _, failures = _pytest(
+            _, failures = pytest_session(
                 bench, hub, folder, cache, sides[side], BENCH_OUT=str(out), BENCH_CALLS=str(p.peer_calls)
             )
             if failures:
@@ -169,9 +169,9 @@ def report_against_off(bench: Bench) -> None:
     walls: dict[str, list[float]] = {s: [] for s in sides}
     with _peer_hub() as (hub, _, _):
         cache = bench.new_cache("peers-report")
-        _pytest(bench, hub, suite, cache, ("-p", "no:hfsnapshot"))  # warms the cache and the .pyc files
+        pytest_session(bench, hub, suite, cache, ("-p", "no:hfsnapshot"))  # warms the cache and the .pyc files
         for side in abba(list(sides), bench.profile.peer_rounds):
-            seconds, failures = _pytest(bench, hub, suite, cache, sides[side])
+            seconds, failures = pytest_session(bench, hub, suite, cache, sides[side])
             if failures:
                 raise RuntimeError(f"report-against-off: {failures} failed ({side})")
             walls[side].append(seconds)

@@ -21,6 +21,7 @@ from pytest_hfsnapshot.testing.hub import client_patches
 from .hubserver import HubProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+MIB = 1 << 20
 #: The three ways of doing the same work, in table order: the plugin, A and B.
 TOOLS = ("plugin", "hf", "handrolled")
 #: How the client fetches LFS files from the bench Hub (which serves them from Xet storage when

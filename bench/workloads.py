@@ -26,10 +26,12 @@ from typing import Any
 
 from pytest_hfsnapshot.core.cache import pins
 
+from .children import child_throughput, child_warm_pinned, children_cold_faults
 from .limits import outage_warm, rate_limit_window
 from .peers import peers_cold_n4_faults, report_against_off, warm_implicit_from_pretrained
 from .runner import (
     INFO,
+    MIB,
     TOOLS,
     Bench,
     Row,
@@ -45,7 +47,6 @@ from .runner import (
     wall,
 )
 
-MIB = 1 << 20
 #: The link speed CI runners see, for the workloads that cap the Hub's link.
 LINK_MIB_S = 200
 #: Free memory a cold run primes before its workers go, in multiples of the bytes it downloads:
@@ -375,6 +376,13 @@ def suite_without_snapshots(bench: Bench) -> None:
             raise RuntimeError(f"suite-without-snapshots: the suite failed ({mode}):\n{done.stdout[-2000:]}")
     label = f"suite-without-snapshots, {p.suite_tests} tests, process wall"
     bench.rows.append(ratio_row(label, walls, 1.02, f"Hub requests: {bench.hub.stats()['requests']}"))
+    added = [(w - wo) * 1000 for w, wo in zip(walls["with"], walls["without"], strict=True)]
+    null = [(a - wo) * 1000 for a, wo in zip(walls.get("without-again", []), walls["without"], strict=False)]
+    bench.rows.append(
+        Row("suite-without-snapshots, start-up", "ms the plugin adds to a pytest run, median of pairs", median(added),
+            0.0, None, Target("<=", 50, "<= +50 ms"), fmt="{:+.0f}",
+            note=f"pairs {spread(added, '{:+.0f}')}, null {spread(null, '{:+.0f}') if null else 'not run'}")
+    )  # fmt: skip
 
 
 #: Every workload by name, in the order of a run; ``--only`` picks some.
@@ -391,4 +399,7 @@ WORKLOADS: dict[str, Callable[[Bench], None]] = {
     "peers-cold-n4-faults": peers_cold_n4_faults,
     "warm-implicit-from-pretrained": warm_implicit_from_pretrained,
     "report-against-off": report_against_off,
+    "children-cold-faults": children_cold_faults,
+    "child-warm-pinned": child_warm_pinned,
+    "child-throughput": child_throughput,
 }

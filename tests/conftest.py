@@ -99,6 +99,7 @@ SLOW_FIXTURES = frozenset(
 SLOW_MODULES = (
     "fleet/",
     "peers/",
+    "endpoint/",
     "reliability/test_kill.py",
     "reliability/test_concurrency.py",
     "reliability/test_lease.py",

@@ -1,0 +1,119 @@
+"""The start-up hook of the session's Python processes: a connection that hard-codes the Hub's host
+is reported with its file and line, refused offline, and any other ``sitecustomize`` still runs."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import pytest_hfsnapshot.endpoint
+
+STARTUP = Path(pytest_hfsnapshot.endpoint.__file__).parent / "_startup"
+
+#: A client that hard-codes the Hub (diffusers' ``load_numpy`` does this with requests).
+HARD_CODED = """\
+import urllib.request
+try:
+    urllib.request.urlopen("https://huggingface.co/datasets/org/data/resolve/main/a.npy", timeout=5)
+except OSError as error:
+    print("failed:", error)
+"""
+
+
+class Reports(http.server.ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.received: list[tuple[str, dict[str, object]]] = []
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: Reports
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.received.append((self.path, json.loads(body)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def reports() -> Iterator[Reports]:
+    server = Reports()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def run_child(code: str, reports: Reports, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "client.py"
+    script.write_text(code)
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(STARTUP), env.pop("PYTHONPATH", "")])),
+        "HFSNAPSHOT_WATCH": "huggingface.co,hf.co",
+        "HFSNAPSHOT_SESSION": f"http://127.0.0.1:{reports.server_port}/secret/test-token",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=60, check=True
+    )
+
+
+def test_a_hard_coded_connection_is_reported_with_its_file_and_line(reports: Reports, tmp_path: Path) -> None:
+    run_child(HARD_CODED, reports, tmp_path)
+    assert reports.received == [
+        (
+            "/secret/test-token/_hfsnapshot/direct",
+            {"host": "huggingface.co", "where": f"{tmp_path / 'client.py'}:3", "pid": reports.received[0][1]["pid"]},
+        )
+    ]
+
+
+def test_offline_the_connection_is_refused_with_a_line_saying_so(reports: Reports, tmp_path: Path) -> None:
+    done = run_child(HARD_CODED, reports, tmp_path, HFSNAPSHOT_OFFLINE="--hf-offline")
+    assert (
+        f"pytest-hfsnapshot: {tmp_path / 'client.py'}:3 connects to huggingface.co directly, past HF_ENDPOINT, "
+        "and this test session is offline (--hf-offline): the connection is refused"
+    ) in done.stdout
+    assert len(reports.received) == 1
+
+
+def test_other_hosts_and_the_endpoint_itself_are_left_alone(reports: Reports, tmp_path: Path) -> None:
+    code = HARD_CODED.replace("huggingface.co", "example.invalid")
+    done = run_child(code, reports, tmp_path, HFSNAPSHOT_OFFLINE="--hf-offline")
+    assert "pytest-hfsnapshot" not in done.stdout and reports.received == []
+
+
+def test_a_subdomain_is_the_hubs_host_too(reports: Reports, tmp_path: Path) -> None:
+    run_child(HARD_CODED.replace("huggingface.co", "cdn-lfs.hf.co"), reports, tmp_path)
+    assert [body["host"] for _, body in reports.received] == ["cdn-lfs.hf.co"]
+
+
+def test_the_environments_own_sitecustomize_still_runs(reports: Reports, tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text("import os\nos.environ['THEIRS_RAN'] = 'yes'\n")
+    done = run_child("import os\nprint(os.environ.get('THEIRS_RAN'))\n", reports, tmp_path, PYTHONPATH=str(theirs))
+    assert done.stdout.strip() == "yes"
+
+
+def test_the_caller_named_is_the_library_that_hard_codes_the_host(reports: Reports, tmp_path: Path) -> None:
+    library = tmp_path / "lib" / "site-packages" / "loader"
+    library.mkdir(parents=True)
+    (library / "__init__.py").write_text(HARD_CODED.replace("try:\n    ", "def load():\n    ").split("except")[0])
+    code = "import loader\ntry:\n    loader.load()\nexcept OSError:\n    pass\n"
+    run_child(code, reports, tmp_path, PYTHONPATH=str(library.parent))
+    assert [body["where"] for _, body in reports.received] == [f"{library / '__init__.py'}:3"]
