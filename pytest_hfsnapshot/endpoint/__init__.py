@@ -6,6 +6,6 @@ It may import the public face and the core, never pytest; the plugin starts one 
 from __future__ import annotations
 
 from .environ import ChildEnvironment
-from .server import SessionEndpoint
+from .server import DirectConnection, SessionEndpoint
 
-__all__ = ["ChildEnvironment", "SessionEndpoint"]
+__all__ = ["ChildEnvironment", "DirectConnection", "SessionEndpoint"]

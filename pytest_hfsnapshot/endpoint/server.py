@@ -10,7 +10,9 @@ request is served in a thread of its own: a file on ``/resolve/`` by :mod:`.file
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hmac
+import json
 import secrets
 import socket
 import threading
@@ -27,10 +29,21 @@ from . import files, proxy
 from .access import Access, bearer
 from .replies import Reply, gave_up, no_secret
 
+#: Where a child's start-up hook reports a connection past the endpoint (``_startup/sitecustomize.py``).
+DIRECT_ROUTE = "_hfsnapshot/direct"
 #: How often the serving loop looks for a shutdown (its close waits about half of it).
 _POLL = 0.05
 #: The largest request body read (the Hub's API takes JSON; files go up elsewhere).
 _MAX_BODY = 64 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectConnection:
+    """A connection a session process made to the Hub's host past ``HF_ENDPOINT``: where from, in which test."""
+
+    host: str
+    where: str
+    test: str
 
 
 class SessionEndpoint:
@@ -52,6 +65,8 @@ class SessionEndpoint:
         observer.listen(self.access.seen)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        #: The connections children reported past the endpoint, the first test of each (host, where).
+        self._direct: dict[tuple[str, str], DirectConnection] = {}
 
     def cache_dir(self) -> Path:
         cache = self._settings().resolved().cache_dir
@@ -95,6 +110,22 @@ class SessionEndpoint:
                 self._phases[name] = phase
         return f"http://127.0.0.1:{self.port}/{self._secret}/{name}"
 
+    def direct(self) -> list[DirectConnection]:
+        """The connections the session's children made to the Hub's host past the endpoint, as reported."""
+        with self._lock:
+            return list(self._direct.values())
+
+    def _reported(self, phase: str, body: bytes) -> Reply:
+        """A child's start-up hook saw a connection to the Hub's host that bypasses the endpoint."""
+        try:
+            data = json.loads(body)
+            host, where = str(data["host"]), str(data["where"])
+        except (ValueError, KeyError, TypeError):
+            return Reply(400, {"Content-Type": "text/plain"}, b"a report names a host and a place\n")
+        with self._lock:
+            self._direct.setdefault((host, where), DirectConnection(host, where, phase))
+        return Reply(204)
+
     # --- one request ----------------------------------------------------------------------------
     def answer(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """The reply to one request (``path``: as sent, secret and test first)."""
@@ -103,6 +134,8 @@ class SessionEndpoint:
             return no_secret()
         with self._lock:
             phase = self._phases.get(name, SESSION)
+        if rest == DIRECT_ROUTE and method == "POST":
+            return self._reported(phase, body)
         here = f"http://127.0.0.1:{self.port}/{self._secret}/{name}"
         token = bearer(_header(headers, "authorization"))
         target = "/" + rest
@@ -232,4 +265,4 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the child went away
 
 
-__all__ = ["SessionEndpoint"]
+__all__ = ["DirectConnection", "SessionEndpoint"]

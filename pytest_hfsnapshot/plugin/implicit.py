@@ -10,6 +10,7 @@ tests ``fail`` mode refuses, and adds one line to the failure of a load an offli
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,13 @@ from ..core.cache import pins
 from ..core.cache.formats import count, human_size
 from ..core.implicit import cache_changes, file_materialize, observe
 from ..core.implicit.uses import COLLECTION, SESSION, ImplicitUse, Key, merged
-from ..endpoint import ChildEnvironment, SessionEndpoint
+from ..endpoint import ChildEnvironment, DirectConnection, SessionEndpoint
 from ..request import snapshot_label
 from ..settings import pytest_command, say
 from .options import Options
 
 _WORKEROUTPUT_KEY = "hfsnapshot_implicit"
+_DIRECT_KEY = "hfsnapshot_direct"
 #: Where a session's pin file would be written when none is named (the commands the messages give).
 _PINS_HINT = "hf-pins.json"
 
@@ -48,6 +50,7 @@ class ImplicitSession:
             prepare=file_materialize.prepare,
         )
         self.worker_uses: list[ImplicitUse] = []
+        self.worker_direct: list[DirectConnection] = []
         self._before: cache_changes.CacheState | None = None
         #: Keys each fixture's setup used, by (baseid, name): ``fail`` fails every test that requests it.
         self._fixture_keys: dict[tuple[str, str], set[Key]] = {}
@@ -61,7 +64,12 @@ class ImplicitSession:
         if _runs_tests(config):
             self.endpoint = SessionEndpoint(self.observer, lambda: options.settings(session_id))
             self.endpoint.start()
-            self._children = ChildEnvironment(self.endpoint.url_for(SESSION), offline=options.effective_offline())
+            self._children = ChildEnvironment(
+                self.endpoint.url_for(SESSION),
+                offline=options.effective_offline(),
+                upstream=self.endpoint.upstream,
+                offline_switch=say("offline"),
+            )
             self._children.apply()
 
     def _pin_file(self) -> pins.PinFile | None:
@@ -157,10 +165,18 @@ class ImplicitSession:
     # --- xdist and the end of the session -------------------------------------------------------
     def to_workeroutput(self, workeroutput: dict[str, Any]) -> None:
         workeroutput[_WORKEROUTPUT_KEY] = [use.to_dict() for use in self.observer.recorder.uses()]
+        if self.endpoint is not None:
+            workeroutput[_DIRECT_KEY] = [dataclasses.asdict(c) for c in self.endpoint.direct()]
 
     def from_worker(self, workeroutput: dict[str, Any]) -> None:
         for data in workeroutput.get(_WORKEROUTPUT_KEY, ()):
             self.worker_uses.append(ImplicitUse.from_dict(data))
+        self.worker_direct += [DirectConnection(**data) for data in workeroutput.get(_DIRECT_KEY, ())]
+
+    def direct_connections(self) -> list[DirectConnection]:
+        """The connections the session's children made to the Hub's host past the endpoint, one per place."""
+        found = [*(self.endpoint.direct() if self.endpoint is not None else ()), *self.worker_direct]
+        return list({(c.host, c.where): c for c in reversed(found)}.values())[::-1]
 
     def all_uses(self, declared: Sequence[tuple[str, str, str, Sequence[str]]] = ()) -> list[ImplicitUse]:
         """Every implicit use of the session: this process's, the workers', and what child processes left.
@@ -231,8 +247,23 @@ def _add_lines(report: pytest.TestReport, lines: list[str]) -> None:
         report.longrepr = (path, lineno, f"{message}\n{text}")
 
 
+def direct_line(connection: DirectConnection, *, offline: bool) -> str:
+    """The summary's line for a connection to the Hub's host that bypassed the session endpoint."""
+    what = (
+        f"refused: this session is offline ({say('offline')})"
+        if offline
+        else "its loads are not recorded, verified, retried or served offline"
+    )
+    return (
+        f"hfsnapshot: {connection.where} connected to {connection.host} directly, past HF_ENDPOINT "
+        f"(a process of {connection.test}); {what}"
+    )
+
+
 def summary_lines(uses: Sequence[ImplicitUse], pin_file: pins.PinFile | None, pin_path: Path | None) -> list[str]:
     """The ``hf implicit`` section's lines: one row per snapshot, then how many the pin file does not list."""
+    if not uses:
+        return []
     lines = []
     for use in uses:
         commit = (use.commit or "?" * 12)[:12]
@@ -256,4 +287,4 @@ def summary_lines(uses: Sequence[ImplicitUse], pin_file: pins.PinFile | None, pi
     return lines
 
 
-__all__ = ["ImplicitSession", "fail_message", "offline_miss_line", "pins_hint", "summary_lines"]
+__all__ = ["ImplicitSession", "direct_line", "fail_message", "offline_miss_line", "pins_hint", "summary_lines"]

@@ -34,6 +34,7 @@ from .verdicts import Verdict, auth_outcome, for_failure
 
 if TYPE_CHECKING:
     from ..core.implicit.uses import ImplicitUse
+    from ..endpoint import DirectConnection
     from .implicit import ImplicitSession
 
 _WORKERINPUT_SESSION = "hfsnapshot_session"
@@ -73,6 +74,8 @@ class HfSnapshotSession:
         self.implicit: ImplicitSession | None = None
         #: Every implicit use of the session, merged in the controller at its end.
         self.implicit_uses: list[ImplicitUse] = []
+        #: Connections the session's children made to the Hub's host past the endpoint (at the end).
+        self.direct: list[DirectConnection] = []
 
     def fetch(self, request: SnapshotRequest, *, factory: bool = False, warn_unmatched: bool = True) -> Snapshot:
         """The request's snapshot, materialized at most once by this process; core errors propagate.
@@ -173,6 +176,7 @@ class HfSnapshotSession:
             for use in self.all_uses()
         ]
         self.implicit_uses = self.implicit.all_uses(declared)
+        self.direct = self.implicit.direct_connections()
 
     def to_workeroutput(self, workeroutput: dict[str, Any]) -> None:
         """A worker's part of the session, for the controller (see :class:`XdistHooks`)."""
