@@ -1,8 +1,4 @@
-"""The plugin's own Hub work, marked so that observing implicit use leaves it out.
-
-The engine runs ``materialize`` inside :func:`own_work`; the observer of implicit use asks
-:func:`busy` before counting a request or a cache read as library code's.
-"""
+"""The plugin's own Hub work, marked so that the observer of implicit use leaves it out."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""What a failure means (auth, not found, transient, fatal), how long to wait before trying again,
-and the one retry rule of a call (:class:`Retrier`).
+"""What a failure means, how long to wait, and the one retry rule of a call (:class:`Retrier`).
 
-Libraries wrap the Hub's errors (huggingface_hub wraps transport errors in
-``LocalEntryNotFoundError``; transformers re-raises auth errors as ``OSError(...) from e``),
-so every decision walks the whole ``__cause__`` / ``__context__`` chain.
-"""
+Libraries wrap the Hub's errors, so every decision walks the whole ``__cause__``/``__context__`` chain."""
 
 from __future__ import annotations
 
