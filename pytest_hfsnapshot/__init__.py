@@ -1,8 +1,7 @@
 """pytest-hfsnapshot: verified, xdist-safe Hugging Face Hub snapshots for test suites and CI.
 
-The core (``materialize``, ``Snapshot``, the errors) imports no pytest, so scripts and CI
-steps can use it; ``snapshot_fixture`` is the conftest entry point of the pytest plugin.
-"""
+``materialize``, ``Snapshot`` and the errors import no pytest, so scripts and CI steps can use
+them; ``snapshot_fixture`` is the conftest entry point of the pytest plugin."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The command line: ``pytest-hfsnapshot COMMAND [ARGS...]``, or ``python -m pytest_hfsnapshot COMMAND ...``.
-
-Each command is a function in :data:`COMMANDS` taking its arguments and returning the exit code.
-"""
+"""The command line, ``pytest-hfsnapshot COMMAND``: each command of :data:`COMMANDS` returns its exit code."""
 
 from __future__ import annotations
 

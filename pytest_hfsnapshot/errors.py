@@ -2,8 +2,7 @@
 
 Every error names the repo (and revision or file where known) and says what to do next.
 None of them ever carries the Hub token: messages are built from our own words and the
-class names of lower-level causes, which are kept on ``__cause__`` for debugging.
-"""
+class names of lower-level causes, which are kept on ``__cause__`` for debugging."""
 
 from __future__ import annotations
 

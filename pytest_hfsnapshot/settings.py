@@ -1,13 +1,7 @@
-"""Every knob of pytest-hfsnapshot, declared once: name, type, default, help and its spellings.
+"""Every knob of pytest-hfsnapshot, declared once: name, type, default, help and spellings.
 
-A knob is a field of :class:`Settings` (how a snapshot is made: ``materialize``'s keywords) or of
-:class:`PluginSettings` (what the pytest plugin does besides), declared with :func:`knob`. Its
-spellings on each front end (the pytest flag ``--hf-x`` and ini key ``hf_x``, an environment
-variable, the command line's ``--x``, the keyword ``x=``) come from that one declaration, and
-the plugin's options, the command line's flags, ``materialize``'s keyword checks, the reference
-page and the advice in messages are all made from :data:`KNOBS`. Adding a setting is one field
-here plus its use.
-"""
+The plugin's options, the command line's flags, ``materialize``'s keywords, the reference page
+and the advice in messages are all made from :data:`KNOBS`: a new setting is one field here."""
 
 from __future__ import annotations
 

@@ -202,3 +202,26 @@ def test_names_that_exist_resolve() -> None:
     assert resolves("pytest_hfsnapshot.materialize")
     assert exists("tests/test_prose.py") and exists("docs/how-to/")
     assert REPO_PATH.findall("see https://example.org/docs/x.md and /tmp/tests/y") == []
+
+
+#: The most lines the package's module docstrings may take together, quotes included: each says
+#: what its module is for and why in a few lines; what a user needs is in the manual.
+MAX_MODULE_DOCSTRING_LINES = 250
+
+
+def module_docstring_lines(path: Path) -> int:
+    """The physical lines of a module's docstring, from its opening quotes to its closing ones."""
+    body = ast.parse(path.read_text(encoding="utf-8")).body
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return (first.end_lineno or first.lineno) - first.lineno + 1
+    return 0
+
+
+def test_the_module_docstrings_are_short(tmp_path: Path) -> None:
+    modules = [path for path in sorted((ROOT / PACKAGE).rglob("*.py")) if "suite" not in path.parts]
+    lines = {path.relative_to(ROOT).as_posix(): module_docstring_lines(path) for path in modules}
+    assert sum(lines.values()) <= MAX_MODULE_DOCSTRING_LINES, sorted(lines.items(), key=lambda item: -item[1])[:10]
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""One.\n\nTwo.\n"""\n\nx = """not a docstring"""\n')
+    assert module_docstring_lines(sample) == 4

@@ -1,47 +1,9 @@
-"""The one door into huggingface_hub's private names: what the package needs that the client does not publish.
+"""The one door to huggingface_hub's private names: each is reached here and nowhere else.
 
-Every private module, attribute or constant of huggingface_hub that pytest-hfsnapshot touches is
-reached here and nowhere else (``tests/core/test_hf_compat.py`` checks that by reading the package's
-source). Each access checks that the name is there and has the shape we use, and otherwise falls
-back to a safe behaviour (logged once, naming the installed huggingface_hub version and what is
-missing) or raises :class:`HubCompatibilityError`, which names them too. The same test file pins
-each one on the installed release, so that a release which renames or changes one fails there,
-loudly, rather than silently somewhere in a download.
-
-What is reached, what for, and the fallback:
-
-- ``huggingface_hub._tree_cache`` (``read_tree_cache``, ``write_tree_cache``, ``TreeCacheEntry``):
-  the listing read and written where and as the client keeps it (:func:`client_listing_cache`).
-  Fallback: layout writes the format of huggingface_hub 1.33 to 2.4 by hand.
-- ``huggingface_hub.utils._shared_blobs`` (``shared_blobs_enabled``, ``has_shared_blob``): whether
-  a Xet file's bytes are already in the shared blob store (the space check). Fallback: the store
-  is taken as not in use, its files as still to fetch.
-- ``huggingface_hub.utils._http._GLOBAL_CLIENT_FACTORY``: the factory in place, which the
-  rate-limit gate wraps. Fallback: ``default_client_factory``; without either,
-  :class:`HubCompatibilityError`.
-- ``huggingface_hub.utils._http`` in ``sys.modules``: whether the client's HTTP layer is loaded
-  (the plugin installs its gate then). Fallback: none needed; a moved module reads as not loaded,
-  and the gate is installed with the first snapshot.
-- The testing kit's: ``huggingface_hub.constants._staging_mode``; the copies of ``ENDPOINT``,
-  ``HF_HUB_CACHE`` and ``HF_ASSETS_CACHE`` taken at import by ``utils._cache_manager``,
-  ``utils._cache_assets``, ``utils._git_credential`` (and the public ``cli.auth``);
-  ``utils._http._HUB_ORIGINS`` with ``_url_origin``: a local Hub becomes a Hub origin. Fallback:
-  a name the release lacks is skipped (1.33 has no ``_HUB_ORIGINS``).
-- ``huggingface_hub.utils._xet.XET_CONNECTION_INFO_CACHE``: the kit drops the Xet tokens of a
-  local Hub that stopped. Fallback: none is dropped (logged).
-- ``huggingface_hub.file_download._hf_hub_download_to_cache_dir`` (looked up as a module global by
-  ``hf_hub_download``, which every library binds at import) and the code of the public
-  ``try_to_load_from_cache`` (also bound at import): implicit Hub use is seen and managed there
-  (:mod:`pytest_hfsnapshot.core.implicit.observe`). Without them, :class:`HubCompatibilityError`.
-- The HTTP client's ``_transport`` and ``_mounts`` (httpx, httpx2): the offline guard answers
-  requests in the Hub's stead. Without them, :class:`HubCompatibilityError`.
-- ``huggingface_hub.file_download.http_get`` (public, looked up as a module global by the private
-  ``_download_to_tmp_and_move``, which streams a plain-HTTP download into its ``.incomplete`` file
-  with it): the engine's transfers go on from where a cut one stopped (:mod:`.resume`). Fallback:
-  the client's own transfer, which starts again from byte 0 (logged).
-
-Imports happen inside the functions: plugin start-up loads none of huggingface_hub's HTTP stack.
-"""
+Each access checks that the name is there with the shape we use, else falls back safely (logged
+once, naming the release) or raises :class:`HubCompatibilityError`; ``tests/core/test_hf_compat.py``
+pins every one on the installed release, so a rename fails there and not in a download. Imports
+happen inside the functions: plugin start-up loads none of huggingface_hub's HTTP stack."""
 
 from __future__ import annotations
 

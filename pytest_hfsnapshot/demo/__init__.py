@@ -1,10 +1,4 @@
-"""The demo: ``python -m pytest_hfsnapshot.demo [extra pytest arguments]``.
-
-It serves a few small repos from this process with the testing kit (no internet needed), damages
-one in a fresh cache, runs the example suite in ``pytest_hfsnapshot/demo/suite`` on two xdist
-workers against that Hub, then explains what happened with the Hub's request counts. The exit code
-is pytest's.
-"""
+"""The demo, ``python -m pytest_hfsnapshot.demo``: the example suite against a local Hub, one repo damaged."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """Which tokens may read a repo's cached files through the session endpoint.
 
-A file the cache already holds is served with no request to the Hub, so the Hub cannot refuse a
-token there: the endpoint does. A repo's files are served to a request when the Hub served that
-repo's files with no token (it is open: this session saw it, or the cache's state keeps it), or
-served them to the same token in this session (tokens are kept as sha256 digests, in memory).
-Otherwise the Hub is asked once, with no token and then with the request's, and its refusal is
-the answer. Offline, the Hub cannot be asked: a refusal kept from an online run stands when the
-request's token situation (set or not) is the one it was met with (CONTRACT section 3).
-"""
+A cached file costs no request, so the Hub cannot refuse a token there: the endpoint does. It serves
+a repo's files to a token the Hub served them to this session (digests kept in memory), or to anyone
+when the repo is open; else it asks the Hub once. Offline, CONTRACT section 3's token rule."""
 
 from __future__ import annotations
 

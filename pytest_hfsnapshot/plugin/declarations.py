@@ -1,8 +1,4 @@
-"""Declarations: ``snapshot_fixture(...)`` in a conftest, the ``hf_snapshot`` marker, and what tests declare.
-
-A malformed declaration fails where it is written: ``snapshot_fixture`` at import of the
-declaring file, a marker at collection (its test becomes a collector that errors).
-"""
+"""Declarations (``snapshot_fixture``, the ``hf_snapshot`` marker), each failing where it is written."""
 
 from __future__ import annotations
 

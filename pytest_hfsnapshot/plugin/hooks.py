@@ -1,13 +1,4 @@
-"""The pytest plugin (entry point ``hfsnapshot``): hooks that delegate, the fixtures, and public helpers.
-
-Everything that talks to the Hub lives in :func:`pytest_hfsnapshot.materialize`. Each job of the
-pytest layer has its module: :mod:`.options` (flags, ini twins, validation), :mod:`.session` (the
-per-process session object, registered here in ``pytest_configure``), :mod:`.declarations`
-(``snapshot_fixture``, the markers), :mod:`.verdicts` (what a test gets when its snapshot cannot
-be had), :mod:`.reporting` (header, summary, manifest, redaction) and :mod:`.prefetch_run`
-(``--hf-prefetch-only``). The testing kit's fixtures have their own entry point,
-``hfsnapshot-testing`` (:mod:`pytest_hfsnapshot.testing.plugin`).
-"""
+"""The pytest plugin (entry point ``hfsnapshot``): hooks that delegate, one module per job of the layer."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Implicit Hub use in a test session (``--hf-implicit``): which test made it, the summary, ``fail``.
-
-The core sees and manages the loads (:mod:`pytest_hfsnapshot.core.implicit.observe`); this module tells it
-which test is running, serves the session endpoint to the processes tests start (in each process
-that runs tests: not in an xdist controller), ships each xdist worker's uses to the controller,
-adds what child processes left in the cache unseen, writes the ``hf implicit`` section, fails the
-tests ``fail`` mode refuses, and adds one line to the failure of a load an offline run could not serve.
-"""
+"""Implicit Hub use in a test session: which test made it, the endpoint its children reach, the summary, ``fail``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Pin files in a test session: ``--hf-pins`` read at configure time, ``--hf-update-pins`` written at its end.
-
-The engine resolves a pinned branch or tag itself (:mod:`pytest_hfsnapshot.core.cache.pins`); this module
-turns a malformed file into a usage error, writes the update once in the controller from every
-process's snapshot uses (the workers' arrive through ``workeroutput``, see
-:mod:`pytest_hfsnapshot.plugin.session`), and says in the summary what moved and what was not pinned.
-"""
+"""Pin files in a test session: ``--hf-pins`` read at configure time, ``--hf-update-pins`` written at the end."""
 
 from __future__ import annotations
 

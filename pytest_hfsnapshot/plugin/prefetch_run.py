@@ -1,17 +1,6 @@
 """``pytest --hf-prefetch-only``: prefetch what the selected tests declare instead of running them.
 
-The selected tests are collected (paths, ``-k`` and ``-m`` apply); the snapshots they declare
-(``snapshot_fixture`` fixtures in their closure, the closest ``hf_snapshot`` marker), those of
-the ini option ``hf_prefetch`` and the implicit uses the pin file records (its entries with
-``files``, :mod:`pytest_hfsnapshot.core.implicit.pinned_files`) are fetched through the session object by
-:func:`pytest_hfsnapshot.core.engine.prefetch.prefetch`; ``--hf-manifest`` is written as after any run; no
-test runs. The exit status is 0 when every snapshot is ready, 1 when any is not; a run that
-selects no test and declares nothing keeps pytest's "no tests collected" status (5).
-
-pytest-xdist: the prefetch runs in the controller process only. Workers would each collect the
-same tests, and the prefetch's threads already fetch in parallel, so ``-n``/``--dist`` are
-switched off for the run (a note says so).
-"""
+The prefetch runs in the controller only: its threads already fetch in parallel, so xdist is off."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""The session object: one per process of a test session, registered as a plugin in ``pytest_configure``.
+"""The session object: one per process of a test session, registered in ``pytest_configure``.
 
-It holds the run's options, the snapshots this process handed out (one materialization per
-request), and the verdicts of failed requests, shared with the session's other processes
-through :class:`~pytest_hfsnapshot.core.cache.state.FailureMemory` so each failing request is
-asked of the Hub once.
-
-With pytest-xdist, each worker ships its :class:`~pytest_hfsnapshot.plugin.snapshot_uses.SnapshotUse`
-list and its failure-memory folders in ``config.workeroutput`` at session finish; the controller merges
-them in ``pytest_testnodedown``. From the controller's ``pytest_sessionfinish`` on,
-:meth:`HfSnapshotSession.all_uses` holds every use of the session.
-"""
+It hands out each snapshot once per process and shares failed verdicts with the other processes;
+xdist workers ship their uses to the controller at the end."""
 
 from __future__ import annotations
 

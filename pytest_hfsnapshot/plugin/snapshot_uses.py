@@ -1,8 +1,4 @@
-"""Which process of a test session used which snapshot, and how long it took: the summary's and manifest's data.
-
-Each process (the controller, or each xdist worker) keeps a :class:`SnapshotUse` per snapshot it
-materialized; workers ship theirs to the controller as plain data (:meth:`SnapshotUse.to_dict`).
-"""
+"""Which process used which snapshot, and how long it took: the summary's and the manifest's data."""
 
 from __future__ import annotations
 

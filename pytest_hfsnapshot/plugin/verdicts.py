@@ -1,10 +1,4 @@
-"""What a test gets when its snapshot cannot be had, or when its own code meets a refused Hub access.
-
-A :class:`Verdict` is the skip, xfail or failure every test needing the same failed request
-gets, without asking the Hub again. Verdicts about a refused access carry an auth tag to the
-test's report, which the session counts for the summary (across xdist workers too: xdist
-carries extra report attributes).
-"""
+"""What a test gets when its snapshot cannot be had: one skip, xfail or failure per failed request."""
 
 from __future__ import annotations
 

@@ -1,6 +1,3 @@
-"""Testing kit: a local Hub double with fault injection, and half-written cache states.
-
-Everything here works without pytest; the plugin registers the ``local_hub`` fixture.
-"""
+"""Testing kit: a local Hub with fault injection, and half-written cache states; no pytest needed."""
 
 from __future__ import annotations

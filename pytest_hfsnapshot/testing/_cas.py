@@ -1,10 +1,4 @@
-"""The local Hub's Xet content store: bytes uploaded by hf_xet, read back to answer a CAS.
-
-Bytes go in through hf_xet's own upload API, so the xet hashes, shards and xorbs are the ones
-huggingface.co would hold; reconstructions and ranged xorb fetches are answered from what hf_xet
-wrote (the formats are xet-core's ``metadata_shard/shard_format.rs`` and ``xorb_object``). No HTTP
-here: the local Hub serves these answers.
-"""
+"""The local Hub's Xet content store: bytes uploaded through hf_xet, read back to answer the CAS."""
 
 from __future__ import annotations
 

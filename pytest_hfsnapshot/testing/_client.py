@@ -1,11 +1,4 @@
-"""What points huggingface_hub at a local Hub (any Hub URL), and the one way to apply it.
-
-``huggingface_hub`` reads its environment once, at import, into ``constants`` and a few
-module-level copies, so a server started later is reached only by patching those (some of them
-private) and, for child processes, by setting the environment. :func:`client_patches` lists
-them; :meth:`ClientPatches.applied` applies them, through a ``pytest.MonkeyPatch`` or on its own,
-with fresh client sessions at both ends.
-"""
+"""What points huggingface_hub at a local Hub, and the one way to apply and undo it."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The local Hub's fault plan (fail, cut, corrupt, rate limits) and body pacing (slow), for every origin it serves.
-
-A request is matched by its own percent-decoded path and by its aliases (the repo file a CDN or
-CAS request is for, as ``/{prefix}{repo}/resolve/{commit}/{path}``), so one pattern reaches a
-file whichever way the client fetches it. The caller passes the paths to match: for ``cut`` and
-``corrupt`` on a CAS reconstruction, its own path only (it carries no file bytes).
-"""
+"""The local Hub's fault plan and pacing, matched on a request's path and the repo file it is for."""
 
 from __future__ import annotations
 

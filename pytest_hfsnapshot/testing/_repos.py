@@ -1,8 +1,4 @@
-"""The local Hub's repos: git-like commits and trees, LFS pointers, and which files are Xet-backed.
-
-Pure data and the lookups the routes make; no HTTP here. Commit and tree ids are computed the way
-git computes them, so they are deterministic: the same calls give the same commit ids.
-"""
+"""The local Hub's repos: git-like commits and trees, LFS pointers, Xet-backed files; no HTTP."""
 
 from __future__ import annotations
 

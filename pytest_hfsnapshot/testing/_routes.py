@@ -1,8 +1,4 @@
-"""The local Hub's answers: one reply per request on each origin (the Hub, its CDN, the CAS).
-
-The routes are listed in docs/reference/testing-kit.md. No sockets here: :mod:`._server` reads
-requests, applies the fault plan and writes these replies.
-"""
+"""The local Hub's answers: one reply per request on each origin (the Hub, its CDN, the CAS)."""
 
 from __future__ import annotations
 

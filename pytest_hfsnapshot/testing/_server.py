@@ -1,10 +1,4 @@
-"""The local Hub's HTTP side: listening origins, request handling, fault plan, counters and pacing.
-
-Each request goes through :meth:`Exchange.answer` (fault plan first, then the routes, a
-``corrupt`` fault, then the counter entry) and its body through :meth:`Exchange.write` (pacing
-and byte counts); the handler only reads the request and writes what it is given, cut where a
-``cut`` fault says.
-"""
+"""The local Hub's HTTP side: origins, request handling, fault plan, counters and pacing."""
 
 from __future__ import annotations
 

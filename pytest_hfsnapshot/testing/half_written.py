@@ -1,12 +1,4 @@
-"""Half-written Hugging Face cache states, reproduced on purpose, byte for byte.
-
-Each function takes a repo already in a huggingface_hub cache and leaves exactly what one real
-failure leaves (which one: in its docstring), so that a test can prove its code, or
-``materialize``, copes. Every function returns the absolute paths it created, changed or deleted,
-raises ``ValueError`` for a name that would reach outside ``cache_dir`` and
-``FileNotFoundError`` when the repo, revision or file is not cached. The ``half_written``
-fixture is a :class:`HalfWritten` bound to ``local_hub.cache_dir``.
-"""
+"""Half-written Hugging Face cache states, reproduced on purpose, byte for byte (one function each)."""
 
 from __future__ import annotations
 

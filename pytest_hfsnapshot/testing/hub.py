@@ -1,16 +1,6 @@
 """A local Hugging Face Hub: real HTTP servers that the unmodified client and hf_xet talk to.
 
-Repos are git-like (commits, branches, tags); LFS files are Xet-backed, as on huggingface.co, when
-hf_xet is importable; a fault plan fails, cuts, corrupts, paces or rate-limits any request. It
-needs no pytest::
-
-    with LocalHub() as hub, hub.configure_client(tmp / "cache"):
-        hub.add_repo("org/tiny", {"config.json": "{}", "model.safetensors": b"..."})
-        hub.fail("*model.safetensors", 503, times=2)
-        snapshot_download("org/tiny")
-
-Its routes and wire behaviour are listed in docs/reference/testing-kit.md.
-"""
+One public class, :class:`LocalHub`, in front of one private module per job; it needs no pytest."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The testing kit's plugin (entry point ``hfsnapshot-testing``): the ``local_hub`` and ``half_written`` fixtures.
-
-An entry point of its own, so ``-p no:hfsnapshot-testing`` turns the kit off and leaves the
-snapshot plugin on. ``-p no:hfsnapshot``, which disables pytest-hfsnapshot, turns the kit off too.
-"""
+"""The testing kit's plugin (entry point ``hfsnapshot-testing``): the ``local_hub`` and ``half_written`` fixtures."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""A folder of repos served as a local Hub for a whole session: ``pytest-hfsnapshot serve DIR``.
-
-``DIR/<org>/<name>/`` is a model repo whose tree is that folder's files (one commit on ``main``);
-``DIR/datasets/...`` and ``DIR/spaces/...`` hold datasets and spaces; an empty ``.gated`` or
-``.private`` file in a repo folder makes it gated or private. The demo serves its repos the same
-way (:func:`load_folder`, :func:`client_exports`).
-"""
+"""A folder of repos served as a local Hub for a whole session: ``pytest-hfsnapshot serve DIR``."""
 
 from __future__ import annotations
 

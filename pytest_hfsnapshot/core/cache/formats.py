@@ -1,4 +1,4 @@
-"""How sizes, ages, counts and requests are written in what users read (the summary, prefetch, the demo, the doctor)."""
+"""How sizes, ages, counts and requests are written in what users read."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Hashing downloaded files while their bytes arrive, instead of reading them again afterwards.
+"""Hashing downloads while their bytes arrive, so a verified file is not read twice.
 
-Both transfer paths of huggingface_hub write a file front to back into ``blobs/<etag>.<8 hex>.incomplete``
-and then rename it: an :class:`ArrivalHasher` follows that folder from a thread, just behind the
-writer. Nothing is trusted on that alone: a digest counts only for the very file that was
-followed, unchanged since its last byte was read; any other file is read again in full by
-:func:`~pytest_hfsnapshot.core.cache.verify.hash_mismatches`, and only that read can find a file bad.
-"""
+A digest counts only for the very file followed to its last byte, unchanged since; any other file
+is read again in full by :func:`~pytest_hfsnapshot.core.cache.verify.hash_mismatches`."""
 
 from __future__ import annotations
 

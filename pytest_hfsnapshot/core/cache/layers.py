@@ -1,11 +1,7 @@
-"""Read-only cache layers: huggingface_hub caches, only ever read, searched in order before anything
-is fetched into the writable cache.
+"""Read-only cache layers: caches searched, in order, before anything is fetched.
 
-A layer is a cache a prefetch filled and something else put where runners see it (an image, an
-NFS export, a bucket mounted by rclone, which keeps no symlinks): so it is read by file names
-alone (:meth:`RepoCache.bytes_in`), never through its ``snapshots/`` links, and never written.
-The writable cache gets links to the layer's files, which huggingface_hub's own code then reads.
-"""
+A layer may have lost its symlinks (rclone), so it is read by file names alone and never written;
+the writable cache links to its files, which huggingface_hub then reads as its own."""
 
 from __future__ import annotations
 

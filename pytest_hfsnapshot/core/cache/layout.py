@@ -1,11 +1,8 @@
 """Where things live in a huggingface_hub cache, and where our own state lives beside it.
 
-The one module that knows the cache layout by hand: the client's folders (:class:`RepoCache`) and
-ours (:data:`OWN_DIR`), which sit in the one folder of the cache root that huggingface_hub's cache
-tools skip and never delete from, so no lock of ours is removed while it can be held. A record only
-says that a snapshot was verified: every use re-checks the files it names, so a repo removed by
-``hf cache rm`` or a prune leaves nothing that the next run would trust.
-"""
+The one module that knows the layout by hand. Our state sits in ``.locks/hfsnapshot``, which the
+client's cache tools skip, so no lock of ours is deleted while it can be held. A record only says
+a snapshot was verified: each use checks its files again, so ``hf cache rm`` leaves nothing trusted."""
 
 from __future__ import annotations
 

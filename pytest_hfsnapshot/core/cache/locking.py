@@ -1,12 +1,7 @@
-"""One cross-process lock per repo, so that one process at a time materializes a snapshot into a cache.
+"""One cross-process lock per repo, so one process at a time materializes a snapshot into a cache.
 
-Every process sharing the cache (xdist workers, CI jobs, the hosts of a fleet) takes the same lock
-in our ``locks`` folder, and unrelated repos never wait for each other. Where ``flock`` works the
-lock is the kernel's: a killed holder frees it at once, and its file is never deleted. Elsewhere it
-is filelock's lease, which a waiter on any host takes over once its holder stops renewing it, so a
-holder checks before each write step that the lease is still its own (:meth:`RepoLock.ensure_held`).
-We never proceed unlocked.
-"""
+The kernel's ``flock`` where it works (a killed holder frees it); elsewhere filelock's lease, taken
+over once its holder stops renewing it, so a holder checks it before each write step."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""Pin files (the ``pins`` setting): which commit each branch or tag means, as a lock file fixes versions.
+"""Pin files: which commit each branch or tag means, read and written byte-stable.
 
-The format is the manifest's (:mod:`pytest_hfsnapshot.core.engine.manifest`): a JSON list of objects with
-at least ``repo_id``, ``repo_type``, ``revision`` and ``commit``, so a manifest is a valid pin file.
-A pin is keyed by repo type, repo id and revision: every selection of a repo at a revision uses the
-same commit, so manifest entries that differ only in their files are one pin. An entry's ``files``
-(and ``missing``, ``refused``) record an implicit use (CONTRACT section 9): the paths a prefetch
-fetches at the pinned commit, the paths it marks absent, and the Hub's refusal. A refused use that
-obtained no file names no commit unless the Hub named one (older files wrote 40 zeros: no commit).
-
-Writing (the ``update_pins`` setting, ``pytest-hfsnapshot pins update``) keeps every entry of a pin that
-did not move byte for byte, replaces the entries of a moved pin by one entry of the four keys,
-adds one such entry per new pin, and orders the list as the manifest does (repo type, repo id,
-revision; entries of one pin keep their order): the same pins always give the same bytes.
-
-Pure data and files: no pytest and no network here.
-"""
+A pin file is a manifest (one format): entries keyed by repo type, id and revision; those with
+``files`` record an implicit use. The same pins always give the same bytes."""
 
 from __future__ import annotations
 

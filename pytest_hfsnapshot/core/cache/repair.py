@@ -1,10 +1,7 @@
-"""Repair of one repo's cache: inspect a snapshot, adopt what is right under another name, remove
-exactly what is damaged (links, blobs, shared-store files, orphaned ``.incomplete`` downloads).
+"""Repair of one repo's cache: inspect a snapshot, adopt what is right, remove exactly what is damaged.
 
-Checks return what they found (:class:`Findings`); nothing here keeps state between calls. Every
-removal stays inside the repo's folder (or is the shared-store entry of the repo's own file),
-never follows a symlink, and runs under huggingface_hub's own lock for that blob.
-"""
+Every removal stays inside the repo's folder, never follows a symlink, and runs under the
+client's own lock of that blob."""
 
 from __future__ import annotations
 

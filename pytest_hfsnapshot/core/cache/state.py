@@ -1,10 +1,6 @@
-"""Our own state in the cache (``<cache>/.locks/hfsnapshot/``): what each file says and who writes it.
+"""Our records in the cache: verifications, branch resolutions, refusals, shared failures, lock holders.
 
-Verification records, the session's branch resolutions, the Hub's last refusals (for offline
-runs), the failure memory a session's processes share, and lock holders. The paths are
-:mod:`pytest_hfsnapshot.core.cache.layout`'s; every write is atomic. A file that is missing, unreadable
-or of another format reads as None: the state is a cache of facts, each checked again before use.
-"""
+Every write is atomic; a missing or foreign file reads as None, as each fact is checked again before use."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""The last use of each snapshot, so that ``pytest-hfsnapshot doctor --prune-unused DAYS`` knows what no
-test has used for days.
+"""The last use of each snapshot (a file's mtime), so ``doctor --prune-unused`` knows what no test used.
 
-A use is a snapshot handed out (a declaration, ``materialize``) or an implicit load the plugin sees.
-It is kept as the modification time of an empty file of our state folder
-(:meth:`~pytest_hfsnapshot.core.cache.layout.RepoCache.usage_path`), set to the using process's
-``time.time()``: one ``utime`` per use, never moved back. A process records each snapshot at most
-once per :data:`THROTTLE` seconds, so the warm path costs nothing measurable. Recording is best
-effort: a cache where it cannot be written still serves its snapshots; such a snapshot has no
-recorded use, and a snapshot with none is never pruned.
-"""
+Best effort and throttled per process: the warm path pays nothing, and a snapshot with no recorded
+use is never pruned."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Checking cached files against the Hub's listing: cheap stat checks and streamed hashes.
-
-Hashes are streamed in 1 MiB reads (memory stays flat for any file size) and spread over a
-thread pool: hashlib releases the GIL on large updates, so files hash on every core at once.
-"""
+"""Checks of cached files against the Hub's listing: cheap stat checks, and hashes streamed on every core."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Sleeping until a file is written into a folder: inotify where the kernel has it, else a plain sleep.
-
-A process waiting for another one's record wakes once when it lands, instead of spending its CPU
-looking for it. inotify sees this host's writes only, so a caller still looks on its own now and
-then, and more often when :attr:`FolderWatch.active` is False (no inotify, or its limits reached).
-"""
+"""Sleeping until a file lands in a folder: inotify where the kernel has it, else a plain sleep."""
 
 from __future__ import annotations
 

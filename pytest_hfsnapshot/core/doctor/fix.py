@@ -1,19 +1,7 @@
-"""What ``pytest-hfsnapshot doctor --repair`` and ``--prune-unused DAYS`` change, from a scan's
-:class:`~pytest_hfsnapshot.core.doctor.scan.Report`.
+"""What ``doctor --repair`` and ``--prune-unused`` change, from a scan's report.
 
-- **Repair** fetches the damaged files of each snapshot again through the engine
-  (:func:`~pytest_hfsnapshot.core.engine.engine.materialize_request`: the repo's lock, the rate-limit gate,
-  retries, only the damaged files transferred), then removes what no live process can be writing:
-  unfinished downloads whose client lock is free, lock markers whose holder is gone, blobs nothing uses.
-- **Prune** removes, under the repo's lock, each snapshot whose last recorded use
-  (:mod:`~pytest_hfsnapshot.core.cache.usage`) is older than the cutoff: its folder, the refs naming it,
-  its listing, records and use; then the blobs nothing uses any more. A repo whose lock a live
-  process holds is left alone.
-
-Each removal is of one entry inside the cache, never through a symlink, under the lock its writers
-take: the client's per-blob lock for a repo blob or ``.incomplete`` file, the store entry's lock for
-a shared-store file.
-"""
+Repair fetches again through the engine; each removal is of one entry inside the cache, under the
+lock its writers take, and leaves alone what a live process may be writing."""
 
 from __future__ import annotations
 

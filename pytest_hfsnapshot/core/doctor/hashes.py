@@ -1,9 +1,4 @@
-"""The contents check of ``pytest-hfsnapshot doctor --sha256``.
-
-Each file is read once, largest first, on every core, however many snapshot files of however many
-repos and commits hold its bytes; one read gives both digests a listing may name (sha256 for LFS
-files, git's blob sha1 for the others). What failed comes back as plain data for the scan to report.
-"""
+"""The contents check of ``doctor --sha256``: each blob read once, largest first, on every core."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Lock files whose holder is gone, judged offline for ``pytest-hfsnapshot doctor``.
-
-A lock file is stale when the marker in it names a process that no longer runs on this host, or a
-lease on another host left unrenewed past its length. The judgments come back as plain data
-(:class:`StaleLock`): the doctor's scan makes them findings, ``--repair`` judges a marker again
-before it removes it. The locks module (and filelock) is imported only where a lock file is read: a
-scan with no lock to judge never loads it.
-"""
+"""Lock files whose holder is gone (a dead local process, a lease left unrenewed), judged offline."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""``pytest-hfsnapshot doctor``: every snapshot of a huggingface_hub cache (or of a read-only layer)
-checked offline, in one pass.
+"""``pytest-hfsnapshot doctor``: every snapshot of a cache or a layer checked offline, in one pass.
 
-:func:`scan` returns a :class:`Report`: one :class:`Finding` per problem (the kinds of
-:data:`KINDS`), what was checked, and which snapshots use which blobs (what repair and prune work
-from, :mod:`.fix`). It sends no request and writes nothing.
-
-A snapshot is checked against a listing: the plugin's records of its commit (every file they list
-must be there), else huggingface_hub's tree cache (the files present are checked: a selection is not
-missing the rest), else nothing, and it is counted ``unverifiable``. A writable cache is read
-through its ``snapshots/`` links, as huggingface_hub reads it; a layer by its records and blob
-names, as the plugin reads layers (:mod:`~pytest_hfsnapshot.core.cache.layers`), links or not. With
-``sha256``, each file that passed the cheap checks is read once, on every core, however many repos
-and commits link to it.
-"""
+Each is checked against our records of its commit, else the client's tree cache, else counted
+unverifiable. It sends no request and writes nothing; repair and prune work from its report."""
 
 from __future__ import annotations
 

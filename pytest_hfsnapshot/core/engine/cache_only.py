@@ -1,7 +1,4 @@
-"""A snapshot from the cache alone, without any network: offline, or with the Hub unreachable
-(an unverified revision). What the cache and its layers hold good is served; otherwise the error
-says what is missing, or replays the Hub's refusal met by an earlier online run.
-"""
+"""A snapshot from the cache alone: offline, or with the Hub unreachable (an unverified revision)."""
 
 from __future__ import annotations
 

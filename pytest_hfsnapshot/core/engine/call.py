@@ -1,8 +1,4 @@
-"""One materialization's context: what is asked, of which cache and layers, with which settings,
-and what its failures become (the :class:`~pytest_hfsnapshot.core.hub.retry.Failures` of its retries).
-
-Each step of :mod:`pytest_hfsnapshot.core.engine.engine` reads it; none changes it.
-"""
+"""One materialization's context: request, cache, layers, settings, and what its failures become."""
 
 from __future__ import annotations
 

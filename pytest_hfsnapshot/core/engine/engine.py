@@ -1,19 +1,8 @@
 """``materialize()``: one verified snapshot per cache, under a cross-process lock.
 
-The order of work, cheapest first, each step in a module of its own:
-
-1. **Fast path**, no lock and no network: the revision is a commit (or a branch this test
-   session already resolved, :mod:`~pytest_hfsnapshot.core.engine.resolve`), our completeness record for
-   that commit and selection exists, and cheap checks pass (:mod:`~pytest_hfsnapshot.core.engine.record`).
-2. Otherwise, under the repo lock: check the record again (another process may just have
-   written it), resolve a branch once, take the Hub's listing (the client's cached
-   ``trees/<commit>.json`` when present), inspect what is cached, link what a layer holds
-   (:mod:`~pytest_hfsnapshot.core.cache.layers`), remove exactly what is damaged
-   (:mod:`~pytest_hfsnapshot.core.cache.repair`), fetch what is missing and hash it
-   (:mod:`~pytest_hfsnapshot.core.engine.fetch`), retry transient failures
-   (:class:`~pytest_hfsnapshot.core.hub.retry.Retrier`), and write the record atomically. Offline, the
-   cache alone answers (:mod:`~pytest_hfsnapshot.core.engine.cache_only`).
-"""
+Cheapest first, each step a module: the fast path with no lock or network (:mod:`.resolve`,
+:mod:`.record`); else, under the repo lock, the listing, what layers serve, the damage removed,
+what is missing fetched and hashed (:mod:`.fetch`), the record written; offline, :mod:`.cache_only`."""
 
 from __future__ import annotations
 

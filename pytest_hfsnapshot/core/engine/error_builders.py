@@ -1,10 +1,4 @@
-"""The typed error builders: what a failed materialization raises, for each kind of failure, in one place.
-
-The kind is decided by :func:`pytest_hfsnapshot.core.hub.retry.classify`; the words of a refused access
-come from :mod:`pytest_hfsnapshot.core.hub.refusals` and those of a refused write from
-:mod:`pytest_hfsnapshot.core.engine.space`. Messages carry class names, statuses, repo names, files and
-endpoints, never a header or a token.
-"""
+"""The typed error each kind of failed materialization raises, in one place; never a header or a token."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The fetch step: transfer what the cache lacks, one ``hf_hub_download`` per file as
-``snapshot_download`` does (a cut plain-HTTP transfer going on from where it stopped: ``resume``),
-hash it as it arrives, and fetch again what arrived wrong, until every file is verified or the
-retries are spent. Also what a call would fetch, without fetching it.
-"""
+"""The fetch step: one ``hf_hub_download`` per missing file, hashed as it arrives, fetched again until verified."""
 
 from __future__ import annotations
 

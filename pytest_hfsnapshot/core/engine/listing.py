@@ -1,10 +1,4 @@
-"""A commit's file listing: fetched from the Hub, parsed into what each file must be, and the
-selection a request makes of it.
-
-The raw form (``{path: {"size", "blob_id", "lfs_sha256", "lfs_size", "xet_hash"}}``) is what the
-cache keeps through huggingface_hub's own tree cache
-(:meth:`~pytest_hfsnapshot.core.cache.layout.ListingCache.read`).
-"""
+"""A commit's file listing: fetched, parsed into what each file must be, and a request's selection of it."""
 
 from __future__ import annotations
 

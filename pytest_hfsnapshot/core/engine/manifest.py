@@ -1,9 +1,4 @@
-"""The snapshot manifest (the ``manifest`` knob): what a run used, as deterministic JSON.
-
-The same snapshots always give the same bytes (sorted entries and keys, one format), so CI can
-key its cache on the file (``hashFiles('hf-manifest.json')``). Pure data in, text out: no pytest
-here, so scripts can write the same manifest.
-"""
+"""The snapshot manifest: what a run used, as deterministic JSON (CI keys its cache on it)."""
 
 from __future__ import annotations
 

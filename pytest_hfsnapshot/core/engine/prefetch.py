@@ -1,17 +1,7 @@
-"""Prefetch: make a list of snapshots ready, several repos at once, with progress; no pytest here.
+"""Prefetch: a list of snapshots made ready, several repos at once, with progress; no pytest.
 
-:func:`prefetch` is given the requests and the function that fetches one, and reports on a
-:class:`Display`. Its callers: the plugin's ``prefetch_only`` run of a selection
-(:mod:`pytest_hfsnapshot.plugin.prefetch_run`) and ``pytest-hfsnapshot prefetch --repo ...``
-(:mod:`pytest_hfsnapshot.cli`, a process that never imports pytest). Repos are worked on in
-threads, the requests of one repo one after another (they would only wait on its lock).
-
-Given a ``plan``, the whole set is checked against the cache's free space before any transfer:
-when it does not fit, nothing is transferred (a subset chosen to fit would fail the tests that need
-the rest just the same), and every snapshot that needs a transfer fails with the same
-:class:`~pytest_hfsnapshot.errors.DiskError`. The ini option, the exit status and the refused repos
-are described in ``docs/how-to/prefetch-offline.md``.
-"""
+With a plan, the whole set is checked against free space first: when it does not fit, nothing
+is transferred (a subset would fail the tests that need the rest just the same)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The record step: a snapshot's completeness record, trusted once its files check (the fast path)
-and written once the snapshot is verified; and the :class:`~pytest_hfsnapshot.snapshot.Snapshot`
-handed out.
-"""
+"""The record step: a snapshot's record, trusted once its files check and written once it is verified."""
 
 from __future__ import annotations
 

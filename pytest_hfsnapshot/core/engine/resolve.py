@@ -1,9 +1,4 @@
-"""The resolve step: the commit a request means, from what is already known or from the Hub.
-
-A commit is itself; a branch or tag is what the pin file, this session's earlier resolution or
-(offline) the cached ref says, else what the Hub says now. With the Hub unreachable, a cached
-ref still answers, as an unverified revision.
-"""
+"""The resolve step: the commit a request means, from the pin file, the session, the cache or the Hub."""
 
 from __future__ import annotations
 

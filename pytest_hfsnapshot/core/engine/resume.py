@@ -1,15 +1,9 @@
 """The engine's plain-HTTP transfers go on from the byte where a cut stopped them (CONTRACT section 11).
 
-huggingface_hub streams each call into its own ``blobs/<etag>.<8 hex>.incomplete`` and deletes it when
-the call fails, and its retry inside a call asks with ``Range`` only for what follows the last whole
-10 MiB it wrote (bytes in its read buffer are dropped). Inside :func:`transfers`, the client's
-``http_get`` is this module's instead: every byte that arrives is written, a cut is retried from there
-with ``Range`` (the client's own tries: 5 in a row that bring nothing), and a failed transfer leaves its
-bytes as ``blobs/<etag>.incomplete`` (:func:`.layout.partial_blob`), which the next transfer of that
-blob starts from. A partial longer than the file is dropped, an answer other than the asked range
-starts over, and the engine checks every file's sha256 as before: nothing is trusted on its name.
-Xet transfers are hf_xet's and stay as they are.
-"""
+huggingface_hub starts each call from byte 0 and deletes what it wrote when the call fails. Inside
+:func:`transfers` its ``http_get`` is this module's: a cut is retried with ``Range``, and a failed
+transfer leaves ``blobs/<etag>.incomplete`` (:func:`..cache.layout.partial_blob`) for the next one to
+start from. Nothing is trusted on its name: the engine checks every file's sha256 as before."""
 
 from __future__ import annotations
 

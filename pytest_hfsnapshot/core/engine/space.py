@@ -1,11 +1,6 @@
 """Whether snapshots fit in the cache's filesystem, and how a filesystem failure is said.
 
-Before the first byte of a transfer, the blobs still to fetch (each once, each rounded up to the
-filesystem's block) plus a small margin are compared with the space a process without root's
-reserve may still write. The margin is small on purpose: a check that refuses snapshots that
-would have fitted is worse than none, and a transfer that fails anyway still says why
-(:func:`filesystem_error`). Where free space means nothing (some network mounts), turn it off.
-"""
+The margin is small on purpose: a check that refuses snapshots that would have fitted is worse than none."""
 
 from __future__ import annotations
 

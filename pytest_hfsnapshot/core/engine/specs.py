@@ -1,8 +1,4 @@
-"""Snapshots written as text: ``org/name[@revision]`` and JSON specs.
-
-Used by the ini option ``hf_prefetch``, ``pytest-hfsnapshot prefetch --repo`` and the
-``hf_snapshot`` marker.
-"""
+"""Snapshots written as text: ``org/name[@revision]`` and JSON specs."""
 
 from __future__ import annotations
 

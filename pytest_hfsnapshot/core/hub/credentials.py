@@ -1,9 +1,4 @@
-"""The Hub token in use: what huggingface_hub's ``get_token`` returns, found cheaply.
-
-``HF_TOKEN`` / ``HUGGING_FACE_HUB_TOKEN`` and the token file are read here directly: importing
-``get_token`` pulls in huggingface_hub's whole HTTP stack, which every pytest start-up would pay
-for one "token=set" in the report header. Other sources (OIDC, Colab secrets) go through it.
-"""
+"""The Hub token in use, found without importing huggingface_hub's HTTP stack at pytest start-up."""
 
 from __future__ import annotations
 

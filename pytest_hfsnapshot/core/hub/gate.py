@@ -1,17 +1,8 @@
-"""One rate-limit gate for every request huggingface_hub sends during a test session (or a ``materialize`` call).
+"""One rate-limit gate for every request huggingface_hub sends during a session (or a ``materialize`` call).
 
-huggingface_hub honours a 429's ``RateLimit``/``Retry-After`` only inside the call that met it;
-nothing is shared between its calls, its threads, or the processes of a session. The gate adds two
-event hooks to the client the factory in place makes (``huggingface_hub.set_client_factory``): a
-429 that says when its window resets is written to one small file per endpoint in the session's
-gate folder; before a request, one ``stat`` of its endpoint's file lets it go, waits for the reset,
-or raises :class:`~pytest_hfsnapshot.errors.RateLimitError` past the cap. An endpoint is an origin,
-its API (``/api/...``) apart, as the Hub keeps separate quotas for them.
-
-hf_xet's own requests (CAS, xorb ranges) go through its Rust client, out of reach of the hooks: it
-retries their 429s itself, ignoring ``Retry-After`` (``tests/core/test_rate_limit.py`` shows it).
-Removing the gate puts the factory that was in place back and closes the gated client.
-"""
+huggingface_hub honours a 429's reset only inside the call that met it; the gate's hooks on the
+client keep one file per endpoint so every thread and process of the session waits for it.
+hf_xet's own requests are out of its reach."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""What a request huggingface_hub sends to the Hub is about: which repo, revision and path.
-
-The one place that reads the Hub's URL routes (revision, tree, paths-info, file resolver), for the
-observation of implicit Hub use (:mod:`pytest_hfsnapshot.core.implicit.observe`) and the answers the plugin
-gives in the Hub's stead (:mod:`pytest_hfsnapshot.core.implicit.local_answers`).
-"""
+"""What a request to the Hub is about (repo, revision, path): the one reader of the Hub's URL routes."""
 
 from __future__ import annotations
 

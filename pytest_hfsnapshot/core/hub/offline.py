@@ -1,11 +1,7 @@
-"""huggingface_hub's offline switch: read from the environment, and forced for a run.
+"""huggingface_hub's offline switch, read from the environment again and forced for a run.
 
-huggingface_hub reads ``HF_HUB_OFFLINE`` once, at import, which may have happened before it was
-set (a conftest, a pytester run in the same process): so the variable is read here again, and
-forcing offline mode patches the constant for this process and sets the variable for children.
-datasets keeps a switch of its own (``HF_DATASETS_OFFLINE``, else ``HF_HUB_OFFLINE``, read at its
-import): offline, it loads only the tables it built itself and never reads huggingface_hub's cache.
-"""
+huggingface_hub reads ``HF_HUB_OFFLINE`` once, at import, maybe before it was set: so it is read
+here again, and forcing it patches the constant here and sets the variable for children."""
 
 from __future__ import annotations
 

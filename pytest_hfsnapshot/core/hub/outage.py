@@ -1,10 +1,4 @@
-"""One verdict per outage: once the Hub could not be reached, the rest of the session knows it.
-
-When the retries on a Hub call give up on connection errors, timeouts or 5xx answers, the endpoint
-is written down for the session. For :data:`RECHECK_AFTER` seconds every process of the session
-then treats it as down at once (a cached branch is served as an unverified revision) instead of
-spending another retry budget; after that the Hub is asked again, and an answer clears the record.
-"""
+"""One verdict per outage: once the Hub could not be reached, the session's processes know it for a while."""
 
 from __future__ import annotations
 

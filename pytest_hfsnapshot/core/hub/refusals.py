@@ -1,10 +1,4 @@
-"""A refused Hub access: what it means for a test, and what the user should do about it.
-
-No pytest here: the plugin turns these answers into skips, xfails or failures, prefetch lists
-them, and scripts can use them to classify errors raised by libraries that wrap huggingface_hub
-(transformers re-raises ``GatedRepoError`` as ``OSError(...) from e``). What counts as a refusal is
-decided by :func:`pytest_hfsnapshot.core.hub.retry.classify`, the rule the engine follows too.
-"""
+"""A refused Hub access: what it means for a test, and what the user should do about it."""
 
 from __future__ import annotations
 

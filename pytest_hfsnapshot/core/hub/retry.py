@@ -1,10 +1,6 @@
-"""What a failure means (auth, not found, transient, fatal), how long to wait before trying again,
-and the one retry rule of a call (:class:`Retrier`).
+"""What a failure means, how long to wait, and the one retry rule of a call (:class:`Retrier`).
 
-Libraries wrap the Hub's errors (huggingface_hub wraps transport errors in
-``LocalEntryNotFoundError``; transformers re-raises auth errors as ``OSError(...) from e``),
-so every decision walks the whole ``__cause__`` / ``__context__`` chain.
-"""
+Libraries wrap the Hub's errors, so every decision walks the whole ``__cause__``/``__context__`` chain."""
 
 from __future__ import annotations
 
@@ -282,7 +278,7 @@ _CLIENT_GET_RETRIES = _CONNECT_AND_TIMEOUTS | {"RemoteProtocolError"}
 
 def file_get_retries(error: BaseException) -> bool:
     """Whether the client's file GET tries again after ``error`` itself (a cut body, a refused
-    connection, a timeout), as the engine's own transfers do (:mod:`.resume`)."""
+    connection, a timeout), as the engine's own transfers do (``core.engine.resume``)."""
     return any(cls.__name__ in _CLIENT_GET_RETRIES for cls in type(error).__mro__)
 
 

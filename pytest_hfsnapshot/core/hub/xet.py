@@ -1,10 +1,7 @@
 """hf_xet's settings for the engine's transfers: a bounded download buffer, the user's own values kept.
 
-hf_xet sizes its download buffer from the machine's memory, so a large file can be held nearly
-whole in memory in every xdist worker that downloads one. The engine's transfers run with a
-bounded buffer instead, unless the user set hf_xet's buffer or high-performance variables. hf_xet
-reads them once per process, at its first Xet download: a value set later changes nothing.
-"""
+hf_xet sizes its buffer from the machine's memory (per xdist worker) and reads the variables once,
+at its first Xet download: a value set later changes nothing."""
 
 from __future__ import annotations
 

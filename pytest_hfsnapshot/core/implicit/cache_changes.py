@@ -1,10 +1,7 @@
 """What a session's child processes loaded, read from what they left in the cache.
 
-A model server a test starts (``vllm serve org/name``) loads by repo id in a process the plugin
-does not run in. Its loads show in the cache: the ``refs/`` it wrote, the ``snapshots/<commit>/``
-links and the ``.no_exist/<commit>/`` markers. :func:`scan` takes those of every repo, and
-:func:`uses_between` turns what appeared between two scans into implicit uses.
-"""
+A model server a test starts loads by repo id where the plugin does not run; its refs, snapshot
+links and ``.no_exist`` markers show it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""One file of a repo made ready in the cache before library code reads it (implicit ``manage``).
+"""One file made ready by the engine before library code reads it (implicit ``manage``).
 
-The file is materialized as a one-file selection by the engine's ``materialize_request``:
-resolved once per session (or by the pin file, with no request), fetched under the repo's lock,
-through the gate, with the plugin's retries, verified, repaired when damaged, served from layers.
-What the Hub refuses or lacks is left to huggingface_hub, so that library code gets the client's
-own exceptions; a failure the retries could not get past becomes the client's own type for it.
-"""
+What the Hub refuses or lacks is left to huggingface_hub, so library code gets the client's own exceptions."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""The Hub's answers for recorded snapshots, made from the pin file and the cache with no network.
+"""The Hub's answers for snapshots the pin file records, made from the cache with no network.
 
-An offline run keeps every request of huggingface_hub off the network, even where library code
-switches the client back online (PEFT's ``hub_online_once``). A request about a snapshot the pin
-file records is answered here as the Hub would answer it; anything else is refused as
-huggingface_hub's offline mode refuses it.
-"""
+An offline run keeps every request off the network, even where library code switches the client
+back online (PEFT's ``hub_online_once``); what the pin file does not record is refused."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Implicit Hub use seen where huggingface_hub does its work, and managed there (CONTRACT section 9).
 
-Three hooks see every load a library makes by repo id, whichever library it is: the HTTP client
-the session's gate builds (each request to the endpoint and its answer; offline, it answers
-recorded snapshots itself); ``hf_hub_download``'s download into the cache, which it looks up at
-call time where libraries bind ``hf_hub_download`` itself at import (``manage`` materializes the
-file first); and ``try_to_load_from_cache`` (what transformers reads from the cache with no
-request). They are installed once per process and serve the innermost active :class:`Observer`.
-"""
+Hooks on the gated client, on the download into the cache and on ``try_to_load_from_cache`` see
+every load by repo id, whatever library binds them; installed once, they serve the innermost
+:class:`Observer`."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""The implicit uses a pin file records, made ready for offline runs (CONTRACT section 9).
-
-Each pin entry with ``files`` becomes one request of exactly those paths at the pinned commit, which
-the prefetch fetches like a declaration (verified, under the repo's lock, through the gate,
-honouring layers). Once it is ready, the branch's ref and huggingface_hub's markers for the
-``missing`` paths are written, so that library code offline takes the branch it took online, and a
-path the commit does not have is an error naming the pin file, the entry and the path. An entry
-that obtained no file (``"files": []``) but names ``missing`` paths needs no transfer: its ref and
-markers alone are written.
-"""
+"""The implicit uses a pin file records, made ready for offline runs, ``missing`` markers included."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Implicit Hub use: the snapshots that library code loads by repo id, as this process saw them.
-
-A use is keyed by repo type, repo id and the revision as asked; it gathers the commit it resolved
-to, the paths obtained (downloaded or read from the cache), the paths the commit lacks, a refusal,
-and the tests that made it. A :class:`Recorder` is one session's book of them, written by the hooks
-of :mod:`pytest_hfsnapshot.core.implicit.observe` and read by the plugin (summary, pin file, ``fail`` mode).
-"""
+"""Implicit Hub use as one process saw it: each use keyed by repo and revision, and a session's :class:`Recorder`."""
 
 from __future__ import annotations
 
