@@ -2,7 +2,7 @@
 
 huggingface_hub starts each call from byte 0 and deletes what it wrote when the call fails. Inside
 :func:`transfers` its ``http_get`` is this module's: a cut is retried with ``Range``, and a failed
-transfer leaves ``blobs/<etag>.incomplete`` (:func:`..cache.layout.partial_blob`) for the next one to
+transfer leaves ``blobs/<etag>.incomplete`` (``core.cache.layout.partial_blob``) for the next one to
 start from. Nothing is trusted on its name: the engine checks every file's sha256 as before."""
 
 from __future__ import annotations
