@@ -187,11 +187,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         unreachable=outage.endpoints(state.options.effective_cache_dir(), state.session_id),
         pins=pinning.summary_lines(config),
     )
-    if state.implicit_uses:
+    misses = state.implicit.miss_lines() if state.implicit is not None else []
+    if state.implicit_uses or misses:
         from .implicit import summary_lines as implicit_lines
 
         terminalreporter.write_sep("=", "hf implicit")
-        for line in implicit_lines(state.implicit_uses, pinning.pin_file_now(config), state.options.pins):
+        if state.implicit_uses:
+            for line in implicit_lines(state.implicit_uses, pinning.pin_file_now(config), state.options.pins):
+                terminalreporter.write_line(line)
+        for line in misses:
             terminalreporter.write_line(line)
 
 

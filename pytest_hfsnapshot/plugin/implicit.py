@@ -25,6 +25,7 @@ from ..settings import pytest_command, say
 from .options import Options
 
 _WORKEROUTPUT_KEY = "hfsnapshot_implicit"
+_WORKEROUTPUT_MISSES = "hfsnapshot_implicit_misses"
 #: Where a session's pin file would be written when none is named (the commands the messages give).
 _PINS_HINT = "hf-pins.json"
 
@@ -47,6 +48,8 @@ class ImplicitSession:
             prepare=file_materialize.prepare,
         )
         self.worker_uses: list[ImplicitUse] = []
+        #: Offline misses of the workers that no test can be told of (label, path).
+        self.worker_misses: list[tuple[str, str]] = []
         self._before: cache_changes.CacheState | None = None
         #: Keys each fixture's setup used, by (baseid, name): ``fail`` fails every test that requests it.
         self._fixture_keys: dict[tuple[str, str], set[Key]] = {}
@@ -156,10 +159,22 @@ class ImplicitSession:
     # --- xdist and the end of the session -------------------------------------------------------
     def to_workeroutput(self, workeroutput: dict[str, Any]) -> None:
         workeroutput[_WORKEROUTPUT_KEY] = [use.to_dict() for use in self.observer.recorder.uses()]
+        workeroutput[_WORKEROUTPUT_MISSES] = [list(miss) for miss in self._untold_misses()]
 
     def from_worker(self, workeroutput: dict[str, Any]) -> None:
         for data in workeroutput.get(_WORKEROUTPUT_KEY, ()):
             self.worker_uses.append(ImplicitUse.from_dict(data))
+        self.worker_misses.extend((str(label), str(path)) for label, path in workeroutput.get(_WORKEROUTPUT_MISSES, ()))
+
+    def _untold_misses(self) -> list[tuple[str, str]]:
+        """Offline misses made outside any test (a process started at collection or session start)."""
+        return [(m.label, m.path) for m in self.observer.offline_misses if m.phase in (SESSION, COLLECTION)]
+
+    def miss_lines(self) -> list[str]:
+        """The hint line of each offline miss no test's report can carry (the summary's), this process's and
+        the workers'."""
+        misses = [*self._untold_misses(), *self.worker_misses]
+        return list(dict.fromkeys(offline_miss_line(label, path, self.options.pins) for label, path in misses))
 
     def all_uses(self, declared: Sequence[tuple[str, str, str, Sequence[str]]] = ()) -> list[ImplicitUse]:
         """Every implicit use of the session: this process's, the workers', and what child processes left.
