@@ -180,12 +180,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         unreachable=outage.endpoints(state.options.effective_cache_dir(), state.session_id),
         pins=pinning.summary_lines(config),
     )
-    if state.implicit_uses or state.direct:
+    misses = state.implicit.miss_lines() if state.implicit is not None else []
+    if state.implicit_uses or misses or state.direct:
         from .implicit import direct_line
         from .implicit import summary_lines as implicit_lines
 
         terminalreporter.write_sep("=", "hf implicit")
-        for line in implicit_lines(state.implicit_uses, pinning.pin_file_now(config), state.options.pins):
+        if state.implicit_uses:
+            for line in implicit_lines(state.implicit_uses, pinning.pin_file_now(config), state.options.pins):
+                terminalreporter.write_line(line)
+        for line in misses:
             terminalreporter.write_line(line)
         offline = state.options.effective_offline()
         for connection in state.direct:

@@ -21,6 +21,7 @@ from .options import Options
 
 _WORKEROUTPUT_KEY = "hfsnapshot_implicit"
 _DIRECT_KEY = "hfsnapshot_direct"
+_WORKEROUTPUT_MISSES = "hfsnapshot_implicit_misses"
 #: Where a session's pin file would be written when none is named (the commands the messages give).
 _PINS_HINT = "hf-pins.json"
 
@@ -44,6 +45,8 @@ class ImplicitSession:
         )
         self.worker_uses: list[ImplicitUse] = []
         self.worker_direct: list[DirectConnection] = []
+        #: Offline misses of the workers that no test can be told of (label, path).
+        self.worker_misses: list[tuple[str, str]] = []
         self._before: cache_changes.CacheState | None = None
         #: Keys each fixture's setup used, by (baseid, name): ``fail`` fails every test that requests it.
         self._fixture_keys: dict[tuple[str, str], set[Key]] = {}
@@ -160,16 +163,28 @@ class ImplicitSession:
         workeroutput[_WORKEROUTPUT_KEY] = [use.to_dict() for use in self.observer.recorder.uses()]
         if self.endpoint is not None:
             workeroutput[_DIRECT_KEY] = [dataclasses.asdict(c) for c in self.endpoint.direct()]
+        workeroutput[_WORKEROUTPUT_MISSES] = [list(miss) for miss in self._untold_misses()]
 
     def from_worker(self, workeroutput: dict[str, Any]) -> None:
         for data in workeroutput.get(_WORKEROUTPUT_KEY, ()):
             self.worker_uses.append(ImplicitUse.from_dict(data))
         self.worker_direct += [DirectConnection(**data) for data in workeroutput.get(_DIRECT_KEY, ())]
+        self.worker_misses.extend((str(label), str(path)) for label, path in workeroutput.get(_WORKEROUTPUT_MISSES, ()))
 
     def direct_connections(self) -> list[DirectConnection]:
         """The connections the session's children made to the Hub's host past the endpoint, one per place."""
         found = [*(self.endpoint.direct() if self.endpoint is not None else ()), *self.worker_direct]
         return list({(c.host, c.where): c for c in reversed(found)}.values())[::-1]
+
+    def _untold_misses(self) -> list[tuple[str, str]]:
+        """Offline misses made outside any test (a process started at collection or session start)."""
+        return [(m.label, m.path) for m in self.observer.offline_misses if m.phase in (SESSION, COLLECTION)]
+
+    def miss_lines(self) -> list[str]:
+        """The hint line of each offline miss no test's report can carry (the summary's), this process's and
+        the workers'."""
+        misses = [*self._untold_misses(), *self.worker_misses]
+        return list(dict.fromkeys(offline_miss_line(label, path, self.options.pins) for label, path in misses))
 
     def all_uses(self, declared: Sequence[tuple[str, str, str, Sequence[str]]] = ()) -> list[ImplicitUse]:
         """Every implicit use of the session: this process's, the workers', and what child processes left.

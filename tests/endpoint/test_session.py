@@ -425,3 +425,74 @@ def test_without_the_secret():
         p for p in [*local_hub.cache_dir.rglob("*"), *pytester.path.rglob("*")] if p.is_file() and not p.is_symlink()
     ]
     assert [p for p in written if token.encode() in p.read_bytes()] == []
+
+
+def test_a_miss_of_a_process_no_test_started_is_named_in_the_summary(
+    pytester: pytest.Pytester, local_hub: LocalHub
+) -> None:
+    local_hub.add_repo("org/served", FILES)
+    pytester.makeconftest(
+        """
+import subprocess, sys
+
+def pytest_sessionstart(session):
+    # A server started before any test: its loads belong to the session.
+    code = "from huggingface_hub import hf_hub_download; hf_hub_download('org/served', 'config.json')"
+    subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=240)
+"""
+    )
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    pins = pinned(pytester.path / "pins.json", [])
+
+    result = run(pytester, local_hub, "--hf-offline", f"--hf-pins={pins}")
+
+    result.assert_outcomes(passed=1)
+    assert offline_miss_line("org/served@main", "config.json", pins) in result.stdout.str().splitlines()
+    assert local_hub.requests == []
+
+
+def test_with_xdist_each_worker_serves_its_tests_children(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    commits = {repo: local_hub.add_repo(repo, FILES) for repo in ("org/a", "org/b", "org/c", "org/d")}
+    suite(
+        pytester,
+        """
+import pytest
+
+@pytest.mark.parametrize("repo", ["org/a", "org/b", "org/c", "org/d"])
+def test_server(repo):
+    with open(repo.replace("/", "-") + ".endpoint", "w") as handle:
+        handle.write(os.environ["HF_ENDPOINT"])
+    assert run(LOAD, repo, "config.json") == printed("config.json")
+""",
+    )
+
+    result = run(pytester, local_hub, "-n", "2", "--hf-implicit=manage")
+
+    result.assert_outcomes(passed=4)
+    rows = implicit_rows(result.stdout.str())
+    for repo, commit in commits.items():
+        assert rows[f"{repo}@main"].startswith(f"{repo}@main {commit[:12]} 1 file "), rows
+        assert rows[f"{repo}@main"].endswith(f"1 test (first: test_server.py::test_server[{repo}])"), rows
+    urls = {path.read_text() for path in pytester.path.glob("*.endpoint")}
+    assert len(urls) == 4, "two tests' children were given one URL"
+
+
+def test_an_interrupted_session_leaves_no_endpoint(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
+    pytester.makepyfile(
+        test_interrupted="""
+import os
+
+def test_interrupted():
+    with open("endpoint.txt", "w") as handle:
+        handle.write("/".join(os.environ["HF_ENDPOINT"].split("/")[:3]))
+    raise KeyboardInterrupt
+"""
+    )
+
+    result = run(pytester, local_hub)
+
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    origin = (pytester.path / "endpoint.txt").read_text()
+    with pytest.raises(urllib.error.URLError) as closed:
+        urllib.request.urlopen(origin + "/", timeout=5)
+    assert isinstance(closed.value.reason, ConnectionRefusedError)

@@ -270,21 +270,24 @@ def test_report_header_without_token_defaults_to_hub_cache(
 def test_offline_option_patches_and_restores(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    pytester.makepyfile(
-        """
-        import os
-        import huggingface_hub.constants as c
+    # Children ask the session endpoint, itself offline (CONTRACT section 11); with no endpoint
+    # (--hf-implicit=off) they are offline themselves.
+    for implicit, children in (("report", "0"), ("off", "1")):
+        pytester.makepyfile(
+            f"""
+            import os
+            import huggingface_hub.constants as c
 
-        def test_offline_inside():
-            assert c.HF_HUB_OFFLINE is True
-            assert os.environ["HF_HUB_OFFLINE"] == "1"
-        """
-    )
-    result = pytester.runpytest("--hf-offline")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["hfsnapshot: *offline=True*"])
-    assert hf_constants.HF_HUB_OFFLINE is False
-    assert "HF_HUB_OFFLINE" not in os.environ
+            def test_offline_inside():
+                assert c.HF_HUB_OFFLINE is True
+                assert os.environ["HF_HUB_OFFLINE"] == "{children}"
+            """
+        )
+        result = pytester.runpytest("--hf-offline", f"--hf-implicit={implicit}")
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["hfsnapshot: *offline=True*"])
+        assert hf_constants.HF_HUB_OFFLINE is False
+        assert "HF_HUB_OFFLINE" not in os.environ
 
 
 def test_offline_ini(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
