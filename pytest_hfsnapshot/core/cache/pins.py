@@ -344,11 +344,9 @@ def _pin(path: Path, number: int, entry: object) -> Pin:
     # A refusal that obtained no file may name no commit: the Hub gave none.
     refusal_only = entry.get("refused") is not None and not entry.get("files")
     for name in KEYS:
-        if name not in entry and name == "commit" and refusal_only:
-            continue
-        if name not in entry:
+        if name not in entry and not (name == "commit" and refusal_only):
             raise InvalidRequestError(f"{where}: the key {name!r} is missing: {_FORMAT}.")
-        if not isinstance(entry[name], str):
+        if name in entry and not isinstance(entry[name], str):
             raise InvalidRequestError(f"{where}: {name} must be a string, got {_excerpt(entry[name])}.")
     try:
         request = SnapshotRequest.build(entry["repo_id"], revision=entry["revision"], repo_type=entry["repo_type"])
