@@ -158,7 +158,7 @@ class Session:
         flipped = damage(home / "hub", self.pins) if mode.damage else []
         injected = inject(self.hub, self.commits, mode.fault) if mode.fault else 0
         command = [sys.executable, *PYTEST, *[f"--deselect={test}" for test in deselected(self.library.name)]]
-        command += [arg.format(pins=self.pins) for arg in mode.args] + ["tests"]
+        command += [f"--basetemp={folder / 'tmp'}", *[arg.format(pins=self.pins) for arg in mode.args], "tests"]
         self.hub.reset_counters()
         done = subprocess.run(
             command,
