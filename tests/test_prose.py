@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "pytest_hfsnapshot"
 
 #: Folders whose Python files' docstrings and comments are prose.
-PYTHON_TREES = (PACKAGE, "tests", "bench", "crosscheck", "docs/hooks")
+PYTHON_TREES = (PACKAGE, "tests", "bench", "crosscheck", "compat", "docs/hooks")
+#: Files of other projects, kept as they ship them: their prose names their own paths.
+VENDORED = "compat/vendor"
 #: Pages and files that are prose throughout.
 PAGES = (
     "README.md",
@@ -38,7 +40,7 @@ PAGES = (
     ".ci/run",
 )
 #: The repository's top folders that a path in prose may start with.
-TOP_FOLDERS = (PACKAGE, "tests", "docs", "examples", "bench", "crosscheck")
+TOP_FOLDERS = (PACKAGE, "tests", "docs", "examples", "bench", "crosscheck", "compat")
 
 #: Top-level packages of the repository that prose may name by their dotted path.
 IMPORTABLE = (PACKAGE, "bench")
@@ -56,7 +58,7 @@ ROLE = re.compile(r":(mod|func|class|meth|attr|data|exc|obj):`([^`]+)`")
 
 def python_files() -> Iterator[Path]:
     for tree in PYTHON_TREES:
-        yield from sorted((ROOT / tree).rglob("*.py"))
+        yield from sorted(p for p in (ROOT / tree).rglob("*.py") if not p.is_relative_to(ROOT / VENDORED))
 
 
 def module_name(path: Path) -> str | None:
