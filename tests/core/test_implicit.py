@@ -404,3 +404,26 @@ def test_an_offline_run_leaves_datasets_on_its_hub_path_unless_the_user_chose(
 
     assert dict(os.environ) == before
     assert config.HF_HUB_OFFLINE is config.HF_DATASETS_OFFLINE is True
+
+
+def test_a_recorded_absence_leaves_the_clients_marker_in_the_calls_own_cache(
+    local_hub: LocalHub, tmp_path: Path
+) -> None:
+    # huggingface_hub's own test_try_to_load_from_cache_no_exist, under manage with the pin file that recorded it.
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import EntryNotFoundError
+    from huggingface_hub.file_download import _CACHED_NO_EXIST
+
+    commit = local_hub.add_repo("org/tiny", {"config.json": "{}"})
+    entry = {"repo_id": "org/tiny", "repo_type": "model", "revision": "main", "commit": commit}
+    pin_path = tmp_path / "pins.json"
+    pin_path.write_text(json.dumps([{**entry, "files": ["config.json"], "missing": ["absent.json"]}]) + "\n")
+    observer = observer_for(local_hub, "manage")
+    observer._pin_file = lambda: pins.load(pin_path)
+    own = tmp_path / "own-cache"
+    with observe.observing(observer):
+        for cache in (None, own):
+            with pytest.raises(EntryNotFoundError):
+                hf_hub_download("org/tiny", "absent.json", cache_dir=cache)
+            found = try_to_load_from_cache("org/tiny", "absent.json", cache_dir=cache, revision=commit)
+            assert found is _CACHED_NO_EXIST, cache

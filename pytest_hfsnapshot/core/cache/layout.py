@@ -212,6 +212,13 @@ class RepoCache:
         """``.no_exist/<commit>/<path>``: the client's marker of a path the commit does not have."""
         return (self.root / ".no_exist" / commit).joinpath(*relpath.split("/"))
 
+    def mark_absent(self, commit: str, relpath: str) -> None:
+        """Write the client's marker of a path ``commit`` does not have, as it does on the Hub's 404."""
+        marker = self.no_exist(commit, relpath)
+        self.require_inside(marker)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
     def bytes_in(self, cache_dir: Path, blob_name: str, xet: str) -> tuple[Path, ...]:
         """Where another cache folder (a read-only layer) may keep a file's bytes, without links:
         this repo's ``blobs/<name>`` there, then the shared-store file of its Xet hash (when it has one).

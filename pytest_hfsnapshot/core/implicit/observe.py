@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ...errors import HfSnapshotError
 from ...request import is_commit, snapshot_label
 from ...settings import ImplicitMode, Settings, pytest_command
 from .. import _hf_compat
@@ -255,7 +256,7 @@ class Observer:
         offline = self.offline()
         started = time.time()
         if offline or self.manages:
-            self._replay(repo_type, repo_id, revision, filename, refusals=offline)
+            self._replay(repo_type, repo_id, revision, filename, refusals=offline, cache_dir=cache_dir)
         managed = 0
         if not offline and self.manages and not kwargs.get("local_files_only") and not kwargs.get("force_download"):
             prepared = self._prepare(cache_dir, repo_type, repo_id, str(resolved or revision), filename)
@@ -298,8 +299,11 @@ class Observer:
             self._prepared[key] = (prepared, _identity(snapshot_file))
         return prepared
 
-    def _replay(self, repo_type: str, repo_id: str, revision: str, path: str, *, refusals: bool) -> None:
-        """A recorded absence (and, offline, a refusal) raises what the Hub's answer made the client raise online."""
+    def _replay(
+        self, repo_type: str, repo_id: str, revision: str, path: str, *, refusals: bool, cache_dir: Path | None = None
+    ) -> None:
+        """A recorded absence (and, offline, a refusal) raises what the Hub's answer made the client raise
+        online; an absence leaves the client's marker in the call's cache, as the Hub's 404 does."""
         pin_file = self._pin_file()
         pin = pin_file.pin_for(repo_type, repo_id, revision) if pin_file is not None else None
         if pin is None:
@@ -311,6 +315,9 @@ class Observer:
             made = local_answers.refusal(pin.refusal, pin.commit)
         elif path in pin.missing and pin.commit is not None:
             made = local_answers.missing(pin.commit)
+            if cache_dir is not None:
+                with contextlib.suppress(OSError, HfSnapshotError):
+                    RepoCache(cache_dir, repo_id, repo_type).mark_absent(pin.commit, path)
         if made is not None:
             self.recorder.note(repo_type, repo_id, revision, commit=pin.commit, missing=path, refused=pin.refusal)
             _hf_compat.raise_for_answer(

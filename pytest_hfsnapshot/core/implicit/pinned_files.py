@@ -81,10 +81,7 @@ def finish(pin_file: PinFile, pin: Pin, snapshot: Snapshot, cache_dir: Path) -> 
     if pin.moves:
         repo.refs.write(pin.revision, snapshot.commit)  # offline, library code resolves the branch here
     for missing in pin.missing:
-        marker = repo.no_exist(snapshot.commit, missing)
-        repo.require_inside(marker)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
+        repo.mark_absent(snapshot.commit, missing)
 
 
 __all__ = ["Fetch", "fetcher", "finish", "requests"]
