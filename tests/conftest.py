@@ -69,6 +69,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="the fast tier (tox -e fast): leave out the tests marked slow, and fail a test that starts a "
         "process anyway (it belongs in SLOW_TESTS)",
     )
+    parser.addoption(
+        "--tier",
+        choices=sorted(TIERS),
+        help="run only the tests an env of tox's env_list other than py repeats (floor: hub-min; python: "
+        "py310 and py313); TIERS in tests/conftest.py says what each keeps and why",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -183,9 +189,53 @@ SLOW_TESTS = {
 }
 
 
-def is_slow(item: pytest.Item) -> bool:
+#: What the envs of tox's env_list other than py repeat (``--tier``); py runs every test. A tier keeps
+#: the tests whose outcome the env's difference can change; what it leaves out runs in py, and the
+#: package code those tests drive runs in the tier too (docs/contributing.md, "Which tests to run").
+#: - ``floor`` (hub-min: huggingface_hub, filelock, pytest and pytest-xdist at their floors): the
+#:   folders that drive them, each test on its transports: the download path (core/), the kit's
+#:   Hub answering the floor's client (kit/), kills, locks and leases (reliability/), the plugin in
+#:   pytest and xdist sessions (plugin/). Left out: fleet/ (what storage does under the cache:
+#:   rclone, FUSE, S3, binds, other hosts), peers/ (which calls transformers makes) and the top
+#:   level's docs, demo, prose and import-order checks (text and examples).
+#: - ``python`` (py310, py313: another interpreter under the same code): the fast tier (every test
+#:   that runs our code in its own process), and where the fast tier cannot reach, the pytest layer
+#:   in sessions (plugin/) and each module imported in a fresh interpreter (test_layering.py). Left
+#:   out: the other slow tests, whose subject is what other processes, the kernel, storage or
+#:   transformers do (kills, leases, locks across processes, full disks, mounts, peers/, the docs'
+#:   and demo's sessions), on top of code the fast tier runs.
+TIERS = {
+    "floor": ("core/", "kit/", "reliability/", "plugin/"),
+    "python": ("plugin/", "test_layering.py"),
+}
+
+
+def _where(path: Path) -> str:
+    """``path`` relative to tests/, as SLOW_MODULES and TIERS name it ("" for tests/ itself and outside it)."""
     tests = Path(__file__).parent
-    where = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
+    return path.relative_to(tests).as_posix() if path.is_relative_to(tests) and path != tests else ""
+
+
+def _under(where: str, places: tuple[str, ...]) -> bool:
+    """Whether ``where`` is one of ``places`` or inside one (a folder's name ends with "/")."""
+    return any(where == place.rstrip("/") or (place.endswith("/") and where.startswith(place)) for place in places)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``--tier``, the modules and folders the tier leaves out whole are not collected at all."""
+    tier = config.getoption("tier")
+    where = _where(collection_path)
+    if tier is None or not where:
+        return None
+    kept = TIERS[tier]
+    if tier == "python":
+        return True if _under(where, SLOW_MODULES) and not _under(where, kept) else None
+    holds_kept = any(place.startswith(f"{where}/") for place in kept)
+    return None if _under(where, kept) or holds_kept or where == "conftest.py" else True
+
+
+def is_slow(item: pytest.Item) -> bool:
+    where = _where(item.path)
     name = item.originalname if isinstance(item, pytest.Function) else item.name
     return (
         bool(SLOW_FIXTURES.intersection(item.fixturenames))
@@ -195,11 +245,17 @@ def is_slow(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests the fast tier leaves out (docs/contributing.md, "Which tests to run"); ``--fast`` drops them."""
+    """Mark the tests the fast tier leaves out (docs/contributing.md, "Which tests to run"); ``--fast`` drops them,
+    ``--tier python`` those outside the places it keeps whole."""
     slow = [item for item in items if is_slow(item)]
     for item in slow:
         item.add_marker(pytest.mark.slow)
-    if config.getoption("fast") and slow:
+    if config.getoption("tier") == "python":
+        # The slow tests outside the folders the tier keeps whole.
+        slow = [item for item in slow if not _under(_where(item.path), TIERS["python"])]
+    elif not config.getoption("fast"):
+        return
+    if slow:
         dropped = set(slow)
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item not in dropped]

@@ -1,11 +1,11 @@
-"""The fast tier's lists in tests/conftest.py name tests and modules that exist."""
+"""The tiers' lists in tests/conftest.py name tests, modules and folders that exist."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from conftest import SLOW_MODULES, SLOW_TESTS
+from conftest import SLOW_MODULES, SLOW_TESTS, TIERS
 
 TESTS = Path(__file__).resolve().parent
 
@@ -21,3 +21,8 @@ def test_every_slow_test_named_exists() -> None:
         defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
         missing += [f"{module}::{name}" for name in sorted(names - defined)]
     assert missing == [], "SLOW_TESTS names tests that no longer exist: take them out"
+
+
+def test_every_place_a_tier_keeps_exists() -> None:
+    places = [place for kept in TIERS.values() for place in kept]
+    assert [place for place in places if not (TESTS / place).exists()] == []

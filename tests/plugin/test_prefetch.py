@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from conftest import file_fetches
@@ -167,30 +166,35 @@ def test_repos_are_fetched_in_parallel(pytester: pytest.Pytester, local_hub: Loc
 
 def test_same_repo_requests_run_one_after_another_other_repos_at_once() -> None:
     running: dict[str, int] = {}
+    started: list[str] = []
     peak = {"all": 0, "org/a": 0}
-    lock = threading.Lock()
+    changed = threading.Condition()
 
     def fetch(request: SnapshotRequest) -> Snapshot:
-        with lock:
+        with changed:
+            first_of_a = request.repo_id == "org/a" and "org/a" not in started
+            started.append(request.repo_id)
             running[request.repo_id] = running.get(request.repo_id, 0) + 1
             peak["all"] = max(peak["all"], sum(running.values()))
             peak["org/a"] = max(peak["org/a"], running.get("org/a", 0))
-        time.sleep(0.3)
-        with lock:
+            changed.notify_all()
+            # Each fetch holds until four run at once (a prefetch one at a time never gets there);
+            # org/a's first until org/e started too, so that org/a's second would have started
+            # beside it had it been a request of its own.
+            assert changed.wait_for(lambda: peak["all"] == 4, timeout=30), "never four fetches at once"
+            if first_of_a:
+                assert changed.wait_for(lambda: "org/e" in started, timeout=30), "org/e never started"
             running[request.repo_id] -= 1
         return _snapshot(request)
 
     requests = [SnapshotRequest.build(name) for name in ("org/a", "org/b", "org/c", "org/d", "org/e")]
     requests.append(SnapshotRequest.build("org/a", allow_patterns="*.json"))
     lines: list[str] = []
-    started = time.monotonic()
     result = prefetch(requests, fetch, Display(lines.append), workers=4)
-    elapsed = time.monotonic() - started
     assert [r.request for r in result.results] == requests
-    assert result.ok()
+    assert result.ok(), [r.error for r in result.results]
     assert peak == {"all": 4, "org/a": 1}
-    # 6 requests of 0.3 s on 4 threads, org/a's two in one thread: 2 rounds, not 6.
-    assert elapsed < 1.2
+    assert started.index("org/e") < started.index("org/a", 1)
     assert lines[0] == "hfsnapshot: prefetching 6 snapshots of 5 repos, 4 at a time"
     assert sorted(line.split("] ")[0] for line in lines[1:]) == [f"hfsnapshot: [{n}/6" for n in range(1, 7)]
 
