@@ -195,9 +195,9 @@ SLOW_TESTS = {
 #: - ``floor`` (hub-min: huggingface_hub, filelock, pytest and pytest-xdist at their floors): the
 #:   folders that drive them, each test on its transports: the download path (core/), the kit's
 #:   Hub answering the floor's client (kit/), kills, locks and leases (reliability/), the plugin in
-#:   pytest and xdist sessions (plugin/). Left out: fleet/ (what storage does under the cache:
-#:   rclone, FUSE, S3, binds, other hosts), peers/ (which calls transformers makes) and the top
-#:   level's docs, demo, prose and import-order checks (text and examples).
+#:   pytest and xdist sessions (plugin/), and the session endpoint children reach (endpoint/). Left
+#:   out: fleet/ (what storage does under the cache: rclone, FUSE, S3, binds, other hosts), peers/
+#:   (which calls transformers makes) and the top level's docs, demo, prose and import-order checks.
 #: - ``python`` (py310, py313: another interpreter under the same code): the fast tier (every test
 #:   that runs our code in its own process), and where the fast tier cannot reach, the pytest layer
 #:   in sessions (plugin/) and each module imported in a fresh interpreter (test_layering.py). Left
@@ -205,7 +205,7 @@ SLOW_TESTS = {
 #:   transformers do (kills, leases, locks across processes, full disks, mounts, peers/, the docs'
 #:   and demo's sessions), on top of code the fast tier runs.
 TIERS = {
-    "floor": ("core/", "kit/", "reliability/", "plugin/"),
+    "floor": ("core/", "kit/", "reliability/", "plugin/", "endpoint/"),
     "python": ("plugin/", "test_layering.py"),
 }
 
