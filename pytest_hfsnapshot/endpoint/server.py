@@ -58,6 +58,7 @@ class SessionEndpoint:
         self._settings = settings
         self.upstream = observer.endpoint().rstrip("/")
         self._secret = secrets.token_urlsafe(24)
+        self._cache_dir: Path | None = None
         self._lock = threading.Lock()
         self._phases: dict[str, str] = {}
         self._names: dict[str, str] = {}
@@ -69,9 +70,12 @@ class SessionEndpoint:
         self._direct: dict[tuple[str, str], DirectConnection] = {}
 
     def cache_dir(self) -> Path:
-        cache = self._settings().resolved().cache_dir
-        assert cache is not None
-        return Path(cache)
+        """The session's cache (read once: resolving the settings costs more than a warm answer)."""
+        if self._cache_dir is None:
+            cache = self._settings().resolved().cache_dir
+            assert cache is not None
+            self._cache_dir = Path(cache)
+        return self._cache_dir
 
     # --- life -----------------------------------------------------------------------------------
     def start(self) -> None:

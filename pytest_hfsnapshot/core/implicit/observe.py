@@ -259,7 +259,9 @@ class Observer:
             self._replay(repo_type, repo_id, revision, filename, refusals=offline, cache_dir=cache_dir)
         managed = 0
         if not offline and self.manages and not kwargs.get("local_files_only") and not kwargs.get("force_download"):
-            prepared = self._prepare(cache_dir, repo_type, repo_id, str(resolved or revision), filename)
+            prepared = self._prepare(
+                cache_dir, repo_type, repo_id, self._target(repo_type, repo_id, resolved or revision), filename
+            )
             if prepared is not None:
                 kwargs = {**kwargs, "revision": prepared.commit}
                 managed = prepared.fetched
@@ -277,6 +279,14 @@ class Observer:
             if commit is not None:
                 usage.record_use(cache_dir, repo_type, repo_id, commit)
         return result
+
+    def _target(self, repo_type: str, repo_id: str, revision: str) -> str:
+        """The commit a pinned branch means, else ``revision``: a warm pinned load is known verified by commit."""
+        if is_commit(revision):
+            return revision
+        pin_file = self._pin_file()
+        pin = pin_file.pin_for(repo_type, repo_id, revision) if pin_file is not None else None
+        return pin.commit if pin is not None and pin.commit is not None else revision
 
     def _prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> Prepared | None:
         if self._preparer is None:
