@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -131,9 +133,9 @@ def children_cold_faults(bench: Bench) -> None:
 
 
 def child_warm_pinned(bench: Bench) -> None:
-    """A child's warm load by repo id (``hf_hub_download`` of each file at ``main``), in a session with
-    the pin file that records it under ``--hf-implicit=manage``, against plain huggingface_hub: the
-    requests that reach the Hub, and the median load time of ABBA rounds."""
+    """A child's warm load by repo id (``hf_hub_download`` of each file at ``main``), recorded and
+    prefetched, in a session under ``--hf-implicit=manage`` with the pin file, against plain
+    huggingface_hub: the requests that reach the Hub, and the median load time of ABBA rounds."""
     p = bench.profile
     paths = ("config.json", "tokenizer.json", "vocab.txt", "model.safetensors")
     pinned = ("--hf-implicit=manage", "--hf-pins=pins.json")
@@ -142,6 +144,8 @@ def child_warm_pinned(bench: Bench) -> None:
         cache = bench.new_cache("children-warm")
         args = ("bench/warm", str(p.peer_calls), *paths)
         _session(bench, hub, folder, cache, ("--hf-pins=pins.json", "--hf-update-pins"), "xet", 1, *args)
+        prefetch = [sys.executable, "-m", "pytest_hfsnapshot", "prefetch", "--pins", "pins.json"]  # as CI would
+        subprocess.run(prefetch, cwd=folder, env=bench.env(cache, "xet", hub.url), check=True, capture_output=True)
         ms: dict[str, list[float]] = {s: [] for s in sides}
         requests: dict[str, list[int]] = {s: [] for s in sides}
         for side in abba(list(sides), p.peer_rounds):
