@@ -44,7 +44,7 @@ def serve(
             token=token if token is not None else False,
         )
     except Exception as error:
-        return for_error(error, offline=offline)
+        return for_error(error, offline=offline, asked=f"{call.label} {call.path}")
     commit = commit_of(path)
     repo = RepoCache(cache_dir, call.repo_id, call.repo_type)
     found = local_answers.file_headers(repo, commit, call.path) if commit is not None else None

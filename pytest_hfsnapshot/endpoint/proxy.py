@@ -80,7 +80,7 @@ def forward(
                 or offline
                 or any(type(link).__name__ == "OfflineModeIsEnabled" for link in chain(error))
             ):
-                return for_error(error, offline=offline)
+                return for_error(error, offline=offline, asked=f"{method} {target.split('?')[0]}")
             kind = classify(error)
             if kind.kind == "transient" and backoff.wait(None if gate.holds(kind) else kind.retry_after):
                 continue

@@ -56,14 +56,19 @@ def no_secret() -> Reply:
     return Reply(403, {"Content-Type": "text/plain; charset=utf-8"}, NO_SECRET.encode())
 
 
-def offline_miss(message: str) -> Reply:
+def offline_miss(what: str) -> Reply:
     """What a child gets for a load this offline session cannot serve.
 
     A 404 with no ``X-Error-Code``: huggingface_hub (1.33 to 2.4) retries neither it nor a file's HEAD
     answered so, falls back to its cache as it does offline, and raises ``LocalEntryNotFoundError``
     when the cache lacks the file, as it does offline.
     """
-    return hub_error(404, None, f"pytest-hfsnapshot: this test session is offline. {message}")
+    return hub_error(
+        404,
+        None,
+        f"pytest-hfsnapshot: this test session is offline, and its cache cannot answer {what}. "
+        "The failing test's report names the command that records it.",
+    )
 
 
 def gave_up(message: str) -> Reply:
@@ -71,12 +76,13 @@ def gave_up(message: str) -> Reply:
     return hub_error(502, None, message)
 
 
-def for_error(error: BaseException, *, offline: bool) -> Reply:
+def for_error(error: BaseException, *, offline: bool, asked: str = "this request") -> Reply:
     """The answer for what the host's huggingface_hub (or the plugin) raised on a child's behalf.
 
     A refusal or an absence is the Hub's own answer, replayed (so the child raises the same type); a
     failure the plugin gave up on is a 502 with its message; offline, a load the cache cannot serve
-    is :func:`offline_miss`; any other answer of the Hub is replayed as it came.
+    is :func:`offline_miss` (``asked``: what the child asked for, in words); any other answer of the
+    Hub is replayed as it came.
     """
     links = list(chain(error))
     answered = [link for link in links if isinstance(_status(link), int)]
@@ -88,7 +94,7 @@ def for_error(error: BaseException, *, offline: bool) -> Reply:
     if plugin is not None:
         return gave_up(str(plugin))
     if offline or any(type(link).__name__ == "OfflineModeIsEnabled" for link in links):
-        return offline_miss(str(error))
+        return offline_miss(asked)
     if answered:
         return _replayed(answered[0])
     return gave_up(str(error))

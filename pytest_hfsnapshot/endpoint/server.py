@@ -49,16 +49,19 @@ class DirectConnection:
 class SessionEndpoint:
     """The Hub's HTTP API for the processes of one session, served from this process under ``observer``.
 
-    ``settings``: the session's (its cache, retries). The upstream is the endpoint ``observer`` talks
-    to when the endpoint is made: huggingface_hub's ``constants.ENDPOINT`` of this process.
+    ``settings``: the session's (retries, verification). ``cache_dir``: the cache the children use,
+    which their loads are made ready in (default: the settings' cache). The upstream is the endpoint
+    ``observer`` talks to when the endpoint is made: huggingface_hub's ``constants.ENDPOINT`` here.
     """
 
-    def __init__(self, observer: Observer, settings: Callable[[], Settings]) -> None:
+    def __init__(
+        self, observer: Observer, settings: Callable[[], Settings], cache_dir: Callable[[], Path] | None = None
+    ) -> None:
         self.observer = observer
         self._settings = settings
+        self._cache_dir = cache_dir
         self.upstream = observer.endpoint().rstrip("/")
         self._secret = secrets.token_urlsafe(24)
-        self._cache_dir: Path | None = None
         self._lock = threading.Lock()
         self._phases: dict[str, str] = {}
         self._names: dict[str, str] = {}
@@ -70,12 +73,11 @@ class SessionEndpoint:
         self._direct: dict[tuple[str, str], DirectConnection] = {}
 
     def cache_dir(self) -> Path:
-        """The session's cache (read once: resolving the settings costs more than a warm answer)."""
-        if self._cache_dir is None:
-            cache = self._settings().resolved().cache_dir
-            assert cache is not None
-            self._cache_dir = Path(cache)
-        return self._cache_dir
+        if self._cache_dir is not None:
+            return self._cache_dir()
+        cache = self._settings().resolved().cache_dir
+        assert cache is not None
+        return Path(cache)
 
     # --- life -----------------------------------------------------------------------------------
     def start(self) -> None:

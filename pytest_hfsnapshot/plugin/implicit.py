@@ -58,7 +58,10 @@ class ImplicitSession:
         self.endpoint: SessionEndpoint | None = None
         self._children: ChildEnvironment | None = None
         if _runs_tests(config):
-            self.endpoint = SessionEndpoint(self.observer, lambda: options.settings(session_id))
+            # The children's cache is the one they inherit (HF_HUB_CACHE), as library code's calls here use.
+            self.endpoint = SessionEndpoint(
+                self.observer, lambda: options.settings(session_id), lambda: Path(constants.HF_HUB_CACHE)
+            )
             self.endpoint.start()
             self._children = ChildEnvironment(
                 self.endpoint.url_for(SESSION),
