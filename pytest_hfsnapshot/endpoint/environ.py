@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .in_process import KeepUpstream
+
 ENDPOINT = "HF_ENDPOINT"
 #: Where the start-up hook of a Python child reports a connection that bypasses the endpoint (the
 #: same URL as ``HF_ENDPOINT``: a test may point huggingface_hub elsewhere and still be told of).
@@ -50,13 +52,16 @@ class ChildEnvironment:
             values.update({name: "0" for name in _OFFLINE if name in os.environ or name == "HF_HUB_OFFLINE"})
         self._values = values
         self._before: dict[str, str | None] = {}
+        self._in_process = KeepUpstream(upstream)
 
     def apply(self) -> None:
         self._before = {name: os.environ.get(name) for name in self._values}
         os.environ.update(self._values)
+        self._in_process.install()
 
     def restore(self) -> None:
         """Put back each variable that still holds the value set here."""
+        self._in_process.remove()
         for name, value in self._values.items():
             if os.environ.get(name) != value:
                 continue
