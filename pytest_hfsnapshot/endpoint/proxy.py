@@ -15,7 +15,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.engine.call import RETRY_DEADLINE
 from ..core.hub import gate
 from ..core.hub.retry import Backoff, chain, classify, rate_limit_reset, transient_status
 from ..errors import RateLimitError
@@ -62,6 +61,8 @@ def forward(
     the plugin's retry budget (None: one try, the child left to itself as under ``report``).
     """
     import huggingface_hub
+
+    from ..core.engine.call import RETRY_DEADLINE  # the engine's bound; not loaded at the plugin's start
 
     url = upstream + target
     sent = {name: value for name, value in headers.items() if name.lower() not in _HOP_BY_HOP}

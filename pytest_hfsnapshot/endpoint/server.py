@@ -14,6 +14,7 @@ import dataclasses
 import hmac
 import json
 import secrets
+import selectors
 import socket
 import threading
 from collections.abc import Callable, Mapping
@@ -31,8 +32,6 @@ from .replies import Reply, gave_up, no_secret
 
 #: Where a child's start-up hook reports a connection past the endpoint (``_startup/sitecustomize.py``).
 DIRECT_ROUTE = "_hfsnapshot/direct"
-#: How often the serving loop looks for a shutdown (its close waits about half of it).
-_POLL = 0.05
 #: The largest request body read (the Hub's API takes JSON; files go up elsewhere).
 _MAX_BODY = 64 * 1024 * 1024
 
@@ -83,9 +82,7 @@ class SessionEndpoint:
     def start(self) -> None:
         """Listen on 127.0.0.1, on a port the system picks, and serve in daemon threads."""
         server = _Server(self)
-        thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": _POLL}, name="hfsnapshot-endpoint", daemon=True
-        )
+        thread = threading.Thread(target=server.serve_until_stopped, name="hfsnapshot-endpoint", daemon=True)
         thread.start()
         self._server, self._thread = server, thread
 
@@ -95,11 +92,11 @@ class SessionEndpoint:
         self._server = self._thread = None
         if server is None:
             return
-        server.shutdown()
-        server.server_close()
-        server.cut_connections()
+        server.stop()
         if thread is not None:
             thread.join()
+        server.server_close()
+        server.cut_connections()
 
     @property
     def port(self) -> int:
@@ -184,7 +181,30 @@ class _Server(ThreadingHTTPServer):
         self.endpoint = endpoint
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
+        self._wake, self._woken = socket.socketpair()
         super().__init__(("127.0.0.1", 0), _Handler)
+        # A connection reset between select and accept must not block the loop (accept then fails).
+        self.socket.setblocking(False)
+
+    def serve_until_stopped(self) -> None:
+        """Accept connections until :meth:`stop`: blocked in one ``select``, no polling (stopping costs no wait)."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.socket, selectors.EVENT_READ)
+            selector.register(self._woken, selectors.EVENT_READ)
+            while True:
+                ready = {key.fileobj for key, _ in selector.select()}
+                if self._woken in ready:
+                    return
+                self.handle_request()
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake.send(b"\0")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake.close()
+        self._woken.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import http.server
 import json
 import socket
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 from huggingface_hub import hf_hub_download, snapshot_download
-from huggingface_hub.errors import GatedRepoError, RemoteEntryNotFoundError, RepositoryNotFoundError
+from huggingface_hub.errors import (
+    GatedRepoError,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+)
 
+from pytest_hfsnapshot.endpoint import SessionEndpoint
 from pytest_hfsnapshot.endpoint.replies import NO_SECRET
 from pytest_hfsnapshot.testing.half_written import corrupted_blob
 from pytest_hfsnapshot.testing.hub import LocalHub
@@ -294,3 +301,53 @@ def test_an_answer_is_a_plain_http_answer(local_hub: LocalHub, serve: type[Serve
     assert isinstance(answer, Answer) and answer.status == 401
     assert answer.headers["X-Error-Code"] == "RepoNotFound"
     assert json.loads(answer.body)["error"]
+
+
+def test_a_failure_the_retries_cannot_get_past_reaches_the_child_as_a_502_with_the_plugins_message(
+    local_hub: LocalHub, serve: type[Served]
+) -> None:
+    local_hub.add_repo("org/tiny", FILES)
+    served = serve("manage", retries=1)
+    local_hub.fail("*/org/tiny/resolve/*/model.safetensors", 503, times=50)
+
+    failed = ask(f"{served.url}/org/tiny/resolve/main/model.safetensors", "HEAD")
+
+    assert failed.status == 502 and "X-Error-Code" not in failed.headers
+    assert "org/tiny" in failed.headers["X-Error-Message"] and "model.safetensors" in failed.headers["X-Error-Message"]
+
+
+class _Renamed(http.server.BaseHTTPRequestHandler):
+    """An upstream that answers as the Hub does for a renamed repo, and pages a listing."""
+
+    def do_GET(self) -> None:
+        self.send_response(307 if "/old/" in self.path else 200)
+        if "/old/" in self.path:
+            self.send_header("Location", self.path.replace("/old/", "/new/"))
+        origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.send_header("Link", f'<{origin}/api/models/new/name/tree/main?cursor=1>; rel="next"')
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"[]")
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_redirect_and_a_next_page_point_at_the_endpoint(local_hub: LocalHub, serve: type[Served]) -> None:
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Renamed)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    try:
+        served = serve("report")
+        endpoint = SessionEndpoint(served.observer, lambda: served.settings)
+        endpoint.upstream = f"http://127.0.0.1:{upstream.server_address[1]}"
+        endpoint.start()
+        try:
+            url = endpoint.url_for(TEST)
+            moved = ask(f"{url}/api/models/old/name/revision/main")
+            assert (moved.status, moved.headers["Location"]) == (307, f"{url}/api/models/new/name/revision/main")
+            assert moved.headers["Link"] == f'<{url}/api/models/new/name/tree/main?cursor=1>; rel="next"'
+        finally:
+            endpoint.close()
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
