@@ -273,8 +273,11 @@ def test_offline_option_patches_and_restores(pytester: pytest.Pytester, monkeypa
     # Children ask the session endpoint, itself offline (CONTRACT section 11); with no endpoint
     # (--hf-implicit=off) they are offline themselves.
     for implicit, children in (("report", "0"), ("off", "1")):
+        # A module of its own per run: the two texts have one size, and a .pyc of the same second
+        # would pass for the other's (the second run then ran the first's test).
         pytester.makepyfile(
-            f"""
+            **{
+                f"test_offline_{implicit}": f"""
             import os
             import huggingface_hub.constants as c
 
@@ -282,8 +285,9 @@ def test_offline_option_patches_and_restores(pytester: pytest.Pytester, monkeypa
                 assert c.HF_HUB_OFFLINE is True
                 assert os.environ["HF_HUB_OFFLINE"] == "{children}"
             """
+            }
         )
-        result = pytester.runpytest("--hf-offline", f"--hf-implicit={implicit}")
+        result = pytester.runpytest("--hf-offline", f"--hf-implicit={implicit}", f"test_offline_{implicit}.py")
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines(["hfsnapshot: *offline=True*"])
         assert hf_constants.HF_HUB_OFFLINE is False
