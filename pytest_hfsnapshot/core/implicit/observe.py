@@ -259,9 +259,10 @@ class Observer:
             self._replay(repo_type, repo_id, revision, filename, refusals=offline, cache_dir=cache_dir)
         managed = 0
         if not offline and self.manages and not kwargs.get("local_files_only") and not kwargs.get("force_download"):
-            prepared = self._prepare(
-                cache_dir, repo_type, repo_id, self._target(repo_type, repo_id, resolved or revision), filename
-            )
+            target = self._target(repo_type, repo_id, resolved or revision)
+            prepared = self._prepare(cache_dir, repo_type, repo_id, target, filename)
+            if prepared is not None and target != str(resolved or revision):
+                _point_ref(cache_dir, repo_type, repo_id, revision, prepared.commit)
             if prepared is not None:
                 kwargs = {**kwargs, "revision": prepared.commit}
                 managed = prepared.fetched
@@ -579,6 +580,17 @@ def _sizes(path: str, started: float) -> tuple[int, int]:
 @functools.lru_cache(maxsize=256)
 def _repo_root(cache_dir: str, repo_id: str, repo_type: str) -> str:
     return str(RepoCache(Path(cache_dir), repo_id, repo_type).root)
+
+
+def _point_ref(cache_dir: Path, repo_type: str, repo_id: str, branch: str, commit: str) -> None:
+    """``refs/<branch>`` names the pinned commit a load was made ready at, as huggingface_hub's own
+    resolution of the branch leaves it (``try_to_load_from_cache`` reads it)."""
+    ref = os.path.join(_repo_root(str(cache_dir), repo_id, repo_type), "refs", *branch.split("/"))
+    with contextlib.suppress(OSError), open(ref, encoding="ascii", errors="replace") as held:
+        if held.read().strip() == commit:
+            return
+    with contextlib.suppress(OSError, HfSnapshotError):
+        RepoCache(cache_dir, repo_id, repo_type).refs.write(branch, commit)
 
 
 def _identity(path: str) -> tuple[int, int, int] | None:
