@@ -283,14 +283,7 @@ def wrap_download_to_cache(wrap: Callable[[Callable[..., Any]], Callable[..., An
             + f". Run with {say('implicit', value='off')}, or install a huggingface_hub release "
             "pytest-hfsnapshot supports."
         )
-    wrapped = wrap(original)
-    setattr(module, DOWNLOAD_TO_CACHE, wrapped)
-
-    def undo() -> None:
-        if getattr(module, DOWNLOAD_TO_CACHE, None) is wrapped:
-            setattr(module, DOWNLOAD_TO_CACHE, original)
-
-    return undo
+    return _swap(module, DOWNLOAD_TO_CACHE, original, wrap(original))
 
 
 HTTP_GET = "http_get"
@@ -312,12 +305,16 @@ def wrap_http_get(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> C
             "a cut download starts again from byte 0",
         )
         return None
-    wrapped = wrap(original)
-    setattr(module, HTTP_GET, wrapped)
+    return _swap(module, HTTP_GET, original, wrap(original))
+
+
+def _swap(module: Any, name: str, original: Callable[..., Any], wrapped: Callable[..., Any]) -> Callable[[], None]:
+    """Put ``wrapped`` in ``module.name``; the function returned puts ``original`` back while it is still ours."""
+    setattr(module, name, wrapped)
 
     def undo() -> None:
-        if getattr(module, HTTP_GET, None) is wrapped:
-            setattr(module, HTTP_GET, original)
+        if getattr(module, name, None) is wrapped:
+            setattr(module, name, original)
 
     return undo
 
