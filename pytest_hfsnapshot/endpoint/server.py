@@ -230,6 +230,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "pytest-hfsnapshot"
+    # TCP_NODELAY: the headers and the body go out as two writes, and Nagle's algorithm held the
+    # second until the client's delayed ACK of the first (40 ms for each small answer on Linux).
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
