@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import hmac
 import json
+import os
 import secrets
 import selectors
 import socket
@@ -22,9 +23,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ..core.cache import layout
 from ..core.hub import credentials, hub_calls
 from ..core.implicit.observe import Observer
 from ..core.implicit.uses import SESSION
+from ..errors import HfSnapshotError
 from ..settings import Settings
 from . import files, proxy
 from .access import Access, bearer
@@ -32,6 +35,8 @@ from .replies import Reply, gave_up, no_secret
 
 #: Where a child's start-up hook reports a connection past the endpoint (``_startup/sitecustomize.py``).
 DIRECT_ROUTE = "_hfsnapshot/direct"
+#: Where it reports a file its huggingface_hub took from the cache: a load by commit sends no request.
+READ_ROUTE = "_hfsnapshot/read"
 #: The largest request body read (the Hub's API takes JSON; files go up elsewhere).
 _MAX_BODY = 64 * 1024 * 1024
 
@@ -129,6 +134,26 @@ class SessionEndpoint:
             self._direct.setdefault((host, where), DirectConnection(host, where, phase))
         return Reply(204)
 
+    def _read(self, body: bytes) -> Reply:
+        """A child's huggingface_hub took a file from the cache (its start-up hook says which, and at
+        which revision it was asked): under ``manage`` it is verified and repaired before the child's
+        call returns, and it is recorded under the test that started the child."""
+        try:
+            data = json.loads(body)
+            path, revision = os.path.abspath(str(data["path"])), str(data.get("revision") or "")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            path, revision = "", ""
+        place = layout.snapshot_file(path) if path else None
+        if place is None or not os.path.isfile(path):
+            return Reply(400, {"Content-Type": "text/plain"}, b"a read names a file of a snapshot in a cache\n")
+        try:
+            self.observer.read_from_cache(
+                place.cache_dir, place.repo_type, place.repo_id, revision or place.commit, place.commit, place.relpath
+            )
+        except HfSnapshotError as error:  # the file could not be made right: the child's call fails with this
+            return gave_up(str(error))
+        return Reply(204)
+
     # --- one request ----------------------------------------------------------------------------
     def answer(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """The reply to one request (``path``: as sent, secret and test first)."""
@@ -145,6 +170,8 @@ class SessionEndpoint:
         observer = self.observer
         offline = observer.offline()
         with observer.recorder.acting_for(phase), credentials.sending(token):
+            if rest == READ_ROUTE and method == "POST":
+                return self._read(body)
             call = hub_calls.parse(self.upstream + target, self.upstream)
             if call is not None and call.kind == "file" and method in ("GET", "HEAD"):
                 return files.serve(

@@ -22,6 +22,7 @@ from huggingface_hub.errors import (
 
 from pytest_hfsnapshot.endpoint import SessionEndpoint
 from pytest_hfsnapshot.endpoint.replies import NO_SECRET
+from pytest_hfsnapshot.endpoint.server import READ_ROUTE
 from pytest_hfsnapshot.testing.half_written import corrupted_blob
 from pytest_hfsnapshot.testing.hub import LocalHub
 
@@ -122,7 +123,7 @@ def test_api_answers_come_back_without_xet_and_point_at_the_endpoint(local_hub: 
     assert info.status == 200 and "xetHash" not in json.loads(info.body)[0]
     missing = ask(f"{served.url}/api/models/org/nothing/revision/main")
     assert (missing.status, missing.headers["X-Error-Code"]) == (401, "RepoNotFound")
-    assert (TEST in t for use in served.observer.recorder.uses() for t in use.tests)
+    assert any(TEST in use.tests for use in served.observer.recorder.uses())
 
 
 def test_a_request_without_the_sessions_secret_is_refused(local_hub: LocalHub, serve: type[Served]) -> None:
@@ -138,6 +139,30 @@ def test_a_request_without_the_sessions_secret_is_refused(local_hub: LocalHub, s
     assert NO_SECRET == "pytest-hfsnapshot's session endpoint: this request lacks the session's secret.\n"
     assert local_hub.requests == [], "a refused request reached the Hub"
     assert served.observer.recorder.uses() == []
+
+
+def test_a_childs_read_from_the_cache_is_recorded_and_any_other_path_is_refused(
+    local_hub: LocalHub, serve: type[Served], tmp_path: Path
+) -> None:
+    commit = local_hub.add_repo("org/tiny", FILES)
+    path = hf_hub_download("org/tiny", "config.json")
+    served = serve("report")
+    read = f"{served.url}/{READ_ROUTE}"
+    outside = tmp_path / "config.json"
+    outside.write_text("{}")
+    local_hub.reset_counters()
+
+    def tell(data: object) -> int:
+        return ask(read, "POST", {"Content-Type": "application/json"}, json.dumps(data).encode()).status
+
+    assert [tell({"path": str(outside)}), tell({"path": path.replace(commit, "0" * 40)}), tell(["x"])] == [400] * 3
+    assert served.observer.recorder.uses() == []
+    assert tell({"path": path, "revision": "main"}) == 204
+    (use,) = served.observer.recorder.uses()
+    assert (use.repo_id, use.revision, use.commit, use.files, use.tests) == (
+        "org/tiny", "main", commit, {"config.json": len(FILES["config.json"])}, [TEST]
+    )  # fmt: skip
+    assert local_hub.requests == [], "a read from the cache is answered with no request"
 
 
 def test_it_listens_on_loopback_only_and_nothing_is_left_once_closed(local_hub: LocalHub, serve: type[Served]) -> None:

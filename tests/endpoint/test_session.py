@@ -311,6 +311,62 @@ def test_transformers_config():
     assert [path for _, path, _ in local_hub.requests if "/main" in path] == []
 
 
+# --- loads by commit that the cache answers: no request reaches the endpoint ----------------------
+
+#: transformers' way: the first file resolves ``main``, the rest are loaded by the commit it named.
+BY_COMMIT = '''
+def test_server():
+    code = """
+import hashlib, os, sys
+from huggingface_hub import hf_hub_download
+commit = os.path.basename(os.path.dirname(hf_hub_download("org/warm", "config.json")))
+for name in sys.argv[1:]:
+    print(name, hashlib.sha256(open(hf_hub_download("org/warm", name, revision=commit), "rb").read()).hexdigest())
+"""
+    assert run(code, "tokenizer.json", "model.safetensors") == printed("tokenizer.json", "model.safetensors")
+'''
+
+
+def warm(hub: LocalHub, repo: str) -> str:
+    """``repo``'s files in the hub's cache, loaded as a user's earlier run left them; its commit."""
+    from huggingface_hub import hf_hub_download
+
+    commit = hub.add_repo(repo, FILES)
+    for name in FILES:
+        hf_hub_download(repo, name)
+    return commit
+
+
+def test_a_childs_load_by_commit_that_the_cache_answers_is_recorded_under_its_test(
+    pytester: pytest.Pytester, local_hub: LocalHub
+) -> None:
+    commit = warm(local_hub, "org/warm")
+    suite(pytester, BY_COMMIT)
+    pins = pytester.path / "pins.json"
+    local_hub.reset_counters()
+
+    result = run(pytester, local_hub, f"--hf-pins={pins}", "--hf-update-pins")
+
+    result.assert_outcomes(passed=1)
+    assert [path for _, path, _ in local_hub.requests if "tokenizer.json" in path or "model." in path] == []
+    assert implicit_rows(result.stdout.str())["org/warm@main"].endswith(" 1 test (first: test_server.py::test_server)")
+    (entry,) = json.loads(pins.read_text())
+    assert (entry["repo_id"], entry["commit"]) == ("org/warm", commit)
+    assert entry["files"] == sorted(FILES)
+
+
+@pytest.mark.transports("xet", "xet-noshare", "http")
+def test_manage_repairs_a_flipped_byte_in_a_file_a_child_loads_by_commit_from_the_cache(
+    pytester: pytest.Pytester, local_hub: LocalHub
+) -> None:
+    warm(local_hub, "org/warm")
+    assert local_hub.cache_dir is not None
+    corrupted_blob(local_hub.cache_dir, "org/warm", "model.safetensors")
+    suite(pytester, BY_COMMIT)
+
+    run(pytester, local_hub, "--hf-implicit=manage", "--hf-verify=sha256").assert_outcomes(passed=1)
+
+
 # --- offline, fail ---------------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ import re
 import stat
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import UnsafeCacheError
 from ...request import is_commit
@@ -118,6 +118,29 @@ def repo_of_folder(name: str) -> tuple[str, str] | None:
     if repo_type is None or not sep or not rest or rest.startswith("-") or rest.endswith("-"):
         return None
     return repo_type, rest.replace("--", "/")
+
+
+class SnapshotFile(NamedTuple):
+    """Where a path of the form ``{cache}/models--org--name/snapshots/<commit>/<relpath>`` points."""
+
+    cache_dir: Path
+    repo_type: str
+    repo_id: str
+    commit: str
+    relpath: str
+
+
+def snapshot_file(path: str | os.PathLike[str]) -> SnapshotFile | None:
+    """The cache, repo, commit and repo path a snapshot file's path names, or None for any other path."""
+    parts = Path(os.path.abspath(path)).parts
+    for index in range(len(parts) - 4, 0, -1):
+        if parts[index + 1] != "snapshots" or not is_commit(parts[index + 2]):
+            continue
+        repo = repo_of_folder(parts[index])
+        if repo is not None:
+            relpath = "/".join(parts[index + 3 :])
+            return SnapshotFile(Path(*parts[:index]), repo[0], repo[1], parts[index + 2], relpath)
+    return None
 
 
 def store_file(cache_dir: str | os.PathLike[str], xet_hash: str) -> Path:

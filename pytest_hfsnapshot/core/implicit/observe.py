@@ -24,7 +24,7 @@ from ...settings import ImplicitMode, Settings, pytest_command
 from .. import _hf_compat
 from ..cache import state, usage
 from ..cache.layout import RepoCache
-from ..cache.pins import REFUSALS, PinFile
+from ..cache.pins import REFUSALS, Pin, PinFile
 from ..hub import gate, hub_calls
 from ..hub.credentials import sent_token, token_set
 from ..own_work import busy, own_work
@@ -100,8 +100,7 @@ class Observer:
         call = hub_calls.parse(url, self._endpoint())
         if call is None or is_commit(call.revision):
             return
-        pin_file = self._pin_file()
-        pin = pin_file.pin_for(call.repo_type, call.repo_id, call.revision) if pin_file is not None else None
+        pin = self._pin(call.repo_type, call.repo_id, call.revision)
         if pin is not None and pin.commit is not None:
             request.url = type(request.url)(hub_calls.with_revision(url, call, pin.commit))
 
@@ -182,6 +181,10 @@ class Observer:
         """The revision a request was asked at: a pinned branch the plugin sent at its commit is the branch."""
         return self.branch_of(call.repo_type, call.repo_id, call.revision, None)
 
+    def _pin(self, repo_type: str, repo_id: str, revision: str) -> Pin | None:
+        pin_file = self._pin_file()
+        return pin_file.pin_for(repo_type, repo_id, revision) if pin_file is not None else None
+
     def branch_of(self, repo_type: str, repo_id: str, revision: str, cache_dir: Path | None) -> str:
         """The branch or tag a load by commit id stands for: the pin file's, else the cache's ref naming it.
 
@@ -190,8 +193,7 @@ class Observer:
         """
         if not is_commit(revision):
             return revision
-        pin_file = self._pin_file()
-        pin = pin_file.pin_for(repo_type, repo_id, revision) if pin_file is not None else None
+        pin = self._pin(repo_type, repo_id, revision)
         if pin is not None:
             return pin.revision
         if cache_dir is not None:
@@ -283,10 +285,7 @@ class Observer:
 
     def _target(self, repo_type: str, repo_id: str, revision: str) -> str:
         """The commit a pinned branch means, else ``revision``: a warm pinned load is known verified by commit."""
-        if is_commit(revision):
-            return revision
-        pin_file = self._pin_file()
-        pin = pin_file.pin_for(repo_type, repo_id, revision) if pin_file is not None else None
+        pin = None if is_commit(revision) else self._pin(repo_type, repo_id, revision)
         return pin.commit if pin is not None and pin.commit is not None else revision
 
     def _prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> Prepared | None:
@@ -315,8 +314,7 @@ class Observer:
     ) -> None:
         """A recorded absence (and, offline, a refusal) raises what the Hub's answer made the client raise
         online; an absence leaves the client's marker in the call's cache, as the Hub's 404 does."""
-        pin_file = self._pin_file()
-        pin = pin_file.pin_for(repo_type, repo_id, revision) if pin_file is not None else None
+        pin = self._pin(repo_type, repo_id, revision)
         if pin is None:
             return
         made = None
@@ -380,19 +378,29 @@ class Observer:
         repo_type = str(bound.get("repo_type") or "model")
         lookup_cache = Path(bound.get("cache_dir") or self._cache_dir())
         revision = self.branch_of(repo_type, repo_id, str.__str__(bound.get("revision") or "main"), lookup_cache)
-        if isinstance(result, str):
-            commit = commit_of(result)
-            if self.manages and not self.offline() and commit is not None:
-                self._prepare(lookup_cache, repo_type, repo_id, commit, filename)
-                if not os.path.isfile(result):
-                    result = original(*args, **kwargs)
-            size = _size(result) if isinstance(result, str) else -1
-            self.recorder.note(repo_type, repo_id, revision, commit=commit, path=filename, size=size)
-            if commit is not None:
-                usage.record_use(lookup_cache, repo_type, repo_id, commit)
+        commit = commit_of(result) if isinstance(result, str) else None
+        if isinstance(result, str) and commit is not None:
+            self.read_from_cache(lookup_cache, repo_type, repo_id, revision, commit, filename)
+            if not os.path.isfile(result):
+                result = original(*args, **kwargs)
+        elif isinstance(result, str):
+            self.recorder.note(repo_type, repo_id, revision, path=filename, size=_size(result))
         elif result is not None:  # huggingface_hub's _CACHED_NO_EXIST
             self.recorder.note(repo_type, repo_id, revision, missing=filename)
         return result
+
+    def read_from_cache(
+        self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, commit: str, path: str
+    ) -> None:
+        """A file read from the cache with no request: ``try_to_load_from_cache`` here, or a session
+        process's load by commit (its start-up hook tells the endpoint). Under ``manage`` it is verified,
+        and repaired, before the reader goes on; it is recorded like a download."""
+        revision = self.branch_of(repo_type, repo_id, revision, cache_dir)
+        if self.manages and not self.offline():
+            self._prepare(cache_dir, repo_type, repo_id, commit, path)
+        snapshot_file = os.path.join(_repo_root(str(cache_dir), repo_id, repo_type), "snapshots", commit, path)
+        self.recorder.note(repo_type, repo_id, revision, commit=commit, path=path, size=_size(snapshot_file))
+        usage.record_use(cache_dir, repo_type, repo_id, commit)
 
 
 # --- installation: hooks once per process, serving the innermost observer -----------------------

@@ -1,9 +1,9 @@
 """pytest-hfsnapshot's start-up code for the Python processes a test session starts (CONTRACT section 11).
 
-The plugin puts this folder first on ``PYTHONPATH``. A client that hard-codes the Hub's address
-(``requests.get("https://huggingface.co/...")``) cannot be sent to the session's endpoint; an audit
-hook sees its connection, tells the endpoint where it came from (host, file and line), and refuses
-it when the session is offline. Standard library only: the child may run another interpreter.
+First on ``PYTHONPATH``, it does two things. An audit hook sees a connection to the Hub's host by a
+client that hard-codes it, tells the endpoint the calling file and line, and refuses it offline.
+``hf_hub_download`` is wrapped at import to tell the endpoint of each cache file it returns (a load
+by commit sends no request) and to wait while the endpoint verifies it. Standard library only.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ _STDLIB = os.path.join(os.path.dirname(os.__file__), "")
 #: The threads inside the hook now (its own report connects too).
 _inside: set[int] = set()
 _reported: set[tuple[str, str]] = set()
+#: The cache files told of, each as it was then (inode, size, mtime): a rewritten file is told again.
+_read: dict[str, tuple[int, int, int]] = {}
 
 
 def _watched(host: object, port: object) -> str | None:
@@ -108,6 +110,93 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         )
 
 
+def _tell_read(path: str, kwargs: dict[str, Any]) -> None:
+    """Tell the endpoint of a cache file ``hf_hub_download`` returned: it records it and, under
+    ``manage``, verifies and repairs it before this returns. A failure it could not mend is raised."""
+    from huggingface_hub import constants
+
+    endpoint = str(kwargs.get("endpoint") or constants.ENDPOINT).rstrip("/") + "/"
+    if not _REPORT_TO or not endpoint.startswith(_REPORT_TO.rsplit("/", 1)[0] + "/"):
+        return  # this call read another Hub's files: not the session's
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if _read.get(path) == seen:
+        return
+    import json
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"path": os.path.abspath(path), "revision": kwargs.get("revision") or "main"}).encode()
+    request = urllib.request.Request(
+        _REPORT_TO.rstrip("/") + "/_hfsnapshot/read", data=body, headers={"Content-Type": "application/json"}
+    )
+    timeout = float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or 3600)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            answer.read()
+    except urllib.error.HTTPError as error:
+        if error.code == 502:  # the endpoint could not make the file right: its message says why
+            raise OSError(error.headers.get("X-Error-Message") or "pytest-hfsnapshot: the file is damaged") from None
+        return
+    except OSError:
+        return  # the session ended or its endpoint is gone: nothing left to tell
+    try:
+        st = os.stat(path)
+        _read[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        pass
+
+
+def _wrap_download(module: Any) -> None:
+    import functools
+
+    original = module.hf_hub_download
+
+    @functools.wraps(original)
+    def hf_hub_download(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if isinstance(result, str) and not kwargs.get("local_dir"):
+            _tell_read(result, kwargs)
+        return result
+
+    module.hf_hub_download = hf_hub_download
+
+
+class _ThenWrap:
+    """The loader of ``huggingface_hub.file_download``, with :func:`_wrap_download` run after it."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        _wrap_download(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+class _OnImport:
+    """A finder that finds nothing itself: it hands ``huggingface_hub.file_download`` a wrapping loader."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "huggingface_hub.file_download":
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = _ThenWrap(spec.loader)
+                return spec
+        return None
+
+
 def _chain() -> None:
     """Run the ``sitecustomize`` this one shadows, if the environment has one."""
     import importlib.machinery
@@ -125,4 +214,6 @@ def _chain() -> None:
 
 if _WATCHED:
     sys.addaudithook(_hook)
+if _REPORT_TO:
+    sys.meta_path.insert(0, _OnImport())
 _chain()
