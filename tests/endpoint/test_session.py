@@ -324,6 +324,11 @@ for name in sys.argv[1:]:
     print(name, hashlib.sha256(open(hf_hub_download("org/warm", name, revision=commit), "rb").read()).hexdigest())
 """
     assert run(code, "tokenizer.json", "model.safetensors") == printed("tokenizer.json", "model.safetensors")
+
+def test_transformers_config():
+    # transformers resolves main once, then reads the commit's files with try_to_load_from_cache
+    code = "from transformers import AutoConfig; print(AutoConfig.from_pretrained('org/warm-auto').hidden_size)"
+    assert run(code) == ["8"]
 '''
 
 
@@ -340,19 +345,23 @@ def warm(hub: LocalHub, repo: str) -> str:
 def test_a_childs_load_by_commit_that_the_cache_answers_is_recorded_under_its_test(
     pytester: pytest.Pytester, local_hub: LocalHub
 ) -> None:
-    commit = warm(local_hub, "org/warm")
+    commits = {repo: warm(local_hub, repo) for repo in ("org/warm", "org/warm-auto")}
     suite(pytester, BY_COMMIT)
     pins = pytester.path / "pins.json"
     local_hub.reset_counters()
 
     result = run(pytester, local_hub, f"--hf-pins={pins}", "--hf-update-pins")
 
-    result.assert_outcomes(passed=1)
-    assert [path for _, path, _ in local_hub.requests if "tokenizer.json" in path or "model." in path] == []
-    assert implicit_rows(result.stdout.str())["org/warm@main"].endswith(" 1 test (first: test_server.py::test_server)")
-    (entry,) = json.loads(pins.read_text())
-    assert (entry["repo_id"], entry["commit"]) == ("org/warm", commit)
-    assert entry["files"] == sorted(FILES)
+    result.assert_outcomes(passed=2)
+    assert [path for _, path, _ in local_hub.requests if "/resolve/" in path and "/config.json" not in path] == []
+    assert [path for _, path, _ in local_hub.requests if "warm-auto/resolve/" in path] == []
+    rows = implicit_rows(result.stdout.str())
+    assert rows["org/warm@main"].endswith(" 1 test (first: test_server.py::test_server)")
+    assert rows["org/warm-auto@main"].endswith(" 1 test (first: test_server.py::test_transformers_config)")
+    recorded = {entry["repo_id"]: entry for entry in json.loads(pins.read_text())}
+    assert {repo: entry["commit"] for repo, entry in recorded.items()} == commits
+    assert recorded["org/warm"]["files"] == sorted(FILES)
+    assert recorded["org/warm-auto"]["files"] == ["config.json"]
 
 
 @pytest.mark.transports("xet", "xet-noshare", "http")
@@ -360,11 +369,12 @@ def test_manage_repairs_a_flipped_byte_in_a_file_a_child_loads_by_commit_from_th
     pytester: pytest.Pytester, local_hub: LocalHub
 ) -> None:
     warm(local_hub, "org/warm")
+    warm(local_hub, "org/warm-auto")
     assert local_hub.cache_dir is not None
     corrupted_blob(local_hub.cache_dir, "org/warm", "model.safetensors")
     suite(pytester, BY_COMMIT)
 
-    run(pytester, local_hub, "--hf-implicit=manage", "--hf-verify=sha256").assert_outcomes(passed=1)
+    run(pytester, local_hub, "--hf-implicit=manage", "--hf-verify=sha256").assert_outcomes(passed=2)
 
 
 # --- offline, fail ---------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 First on ``PYTHONPATH``, it does two things. An audit hook sees a connection to the Hub's host by a
 client that hard-codes it, tells the endpoint the calling file and line, and refuses it offline.
-``hf_hub_download`` is wrapped at import to tell the endpoint of each cache file it returns (a load
-by commit sends no request) and to wait while the endpoint verifies it. Standard library only.
+huggingface_hub's loads are wrapped at import to tell the endpoint of each cache file they return (a
+load by commit sends no request) and to wait while the endpoint verifies it. Standard library only.
 """
 
 from __future__ import annotations
@@ -111,8 +111,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
 
 
 def _tell_read(path: str, kwargs: dict[str, Any]) -> None:
-    """Tell the endpoint of a cache file ``hf_hub_download`` returned: it records it and, under
-    ``manage``, verifies and repairs it before this returns. A failure it could not mend is raised."""
+    """Tell the endpoint of a cache file a load returned (and the revision asked, if named): it records
+    the file and, under ``manage``, verifies and repairs it before this returns. A failure it could not
+    mend is raised."""
     from huggingface_hub import constants
 
     endpoint = str(kwargs.get("endpoint") or constants.ENDPOINT).rstrip("/") + "/"
@@ -129,7 +130,7 @@ def _tell_read(path: str, kwargs: dict[str, Any]) -> None:
     import urllib.error
     import urllib.request
 
-    body = json.dumps({"path": os.path.abspath(path), "revision": kwargs.get("revision") or "main"}).encode()
+    body = json.dumps({"path": os.path.abspath(path), "revision": kwargs.get("revision")}).encode()
     request = urllib.request.Request(
         _REPORT_TO.rstrip("/") + "/_hfsnapshot/read", data=body, headers={"Content-Type": "application/json"}
     )
@@ -150,23 +151,27 @@ def _tell_read(path: str, kwargs: dict[str, Any]) -> None:
         pass
 
 
-def _wrap_download(module: Any) -> None:
+def _wrap_loads(module: Any) -> None:
+    """``hf_hub_download`` and ``try_to_load_from_cache`` (transformers reads a commit's files with it)
+    tell the endpoint of the cache file they return."""
     import functools
 
-    original = module.hf_hub_download
+    def telling(original: Any) -> Any:
+        @functools.wraps(original)
+        def load(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if isinstance(result, str) and not kwargs.get("local_dir"):
+                _tell_read(result, kwargs)
+            return result
 
-    @functools.wraps(original)
-    def hf_hub_download(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        if isinstance(result, str) and not kwargs.get("local_dir"):
-            _tell_read(result, kwargs)
-        return result
+        return load
 
-    module.hf_hub_download = hf_hub_download
+    for name in ("hf_hub_download", "try_to_load_from_cache"):
+        setattr(module, name, telling(getattr(module, name)))
 
 
 class _ThenWrap:
-    """The loader of ``huggingface_hub.file_download``, with :func:`_wrap_download` run after it."""
+    """The loader of ``huggingface_hub.file_download``, with :func:`_wrap_loads` run after it."""
 
     def __init__(self, loader: Any) -> None:
         self._loader = loader
@@ -176,7 +181,7 @@ class _ThenWrap:
 
     def exec_module(self, module: Any) -> None:
         self._loader.exec_module(module)
-        _wrap_download(module)
+        _wrap_loads(module)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
