@@ -71,13 +71,15 @@ def stderr_of(child: Child) -> list[str]:
     return child.stderr.splitlines()
 
 
-def _stamp(line: str) -> float | None:
-    """The time a child's log line was made (its ``%(created).6f`` prefix), or None for other lines."""
-    head = line.split(" ", 1)[0]
-    try:
-        return float(head)
-    except ValueError:
-        return None
+#: A log record of a child (``%(created).6f hfsnapshot: ...``), found wherever it starts: a progress
+#: bar's carriage returns can put it in the middle of a line (HF_HUB_DISABLE_PROGRESS_BARS unset).
+_RECORD = re.compile(r"(\d+\.\d{6}) (hfsnapshot: [^\r\n\x1b]*)")
+
+
+def log_records(child: Child) -> list[str]:
+    """The child's log records (stamp first), in the order they were made, once it has exited."""
+    found = _RECORD.findall("\n".join(stderr_of(child)))
+    return [f"{stamp} {text}" for stamp, text in sorted(found, key=lambda record: float(record[0]))]
 
 
 def took_over_after(waiter: dict[str, Any], since: float) -> float:
@@ -190,7 +192,7 @@ class Paused:
         # "fetching" line under its lease check, so no other thread's check (and "lost") comes in
         # between, even where the process was paused there. Threads write their records to stderr
         # in another order.
-        log = sorted((line for line in stderr_of(self.holder) if _stamp(line) is not None), key=_stamp)
+        log = log_records(self.holder)
         learned = [i for i, line in enumerate(log) if "lost the lock on" in line]
         assert learned, log
         assert not [line for line in log[learned[0] :] if "hfsnapshot: fetching" in line], log
