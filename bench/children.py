@@ -148,7 +148,7 @@ def child_warm_pinned(bench: Bench) -> None:
         subprocess.run(prefetch, cwd=folder, env=bench.env(cache, "xet", hub.url), check=True, capture_output=True)
         ms: dict[str, list[float]] = {s: [] for s in sides}
         requests: dict[str, list[int]] = {s: [] for s in sides}
-        for side in abba(list(sides), p.peer_rounds):
+        for side in abba(list(sides), p.call_rounds):
             hub.reset_counters()
             (report,) = _session(bench, hub, folder, cache, sides[side], "xet", 1, *args)
             if report["failed"]:

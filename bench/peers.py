@@ -139,7 +139,7 @@ def warm_implicit_from_pretrained(bench: Bench) -> None:
     with _peer_hub() as (hub, _, _):
         cache = bench.new_cache("warm-implicit")
         pytest_session(bench, hub, folder, cache, ("--hf-pins=pins.json", "--hf-update-pins"))  # records the pin file
-        for side in abba(list(sides), p.peer_rounds):
+        for side in abba(list(sides), p.call_rounds):
             out = folder / f"{side}.jsonl"
             out.unlink(missing_ok=True)
             hub.reset_counters()
@@ -170,7 +170,7 @@ def report_against_off(bench: Bench) -> None:
     with _peer_hub() as (hub, _, _):
         cache = bench.new_cache("peers-report")
         pytest_session(bench, hub, suite, cache, ("-p", "no:hfsnapshot"))  # warms the cache and the .pyc files
-        for side in abba(list(sides), bench.profile.peer_rounds):
+        for side in abba(list(sides), bench.profile.call_rounds):
             seconds, failures = pytest_session(bench, hub, suite, cache, sides[side])
             if failures:
                 raise RuntimeError(f"report-against-off: {failures} failed ({side})")

@@ -60,7 +60,10 @@ class Profile:
     #: ABBA rounds of the peer suite's workloads (one pytest session per side and round), and the
     #: timed ``from_pretrained`` calls per process of ``warm-implicit-from-pretrained``.
     peer_rounds: int = 5
-    peer_calls: int = 20
+    peer_calls: int = 40
+    #: ABBA rounds of the warm comparisons (a per-call figure, or a warm suite's wall): their gaps
+    #: are a few percent, so they take more rounds than the cold ones.
+    call_rounds: int = 11
     #: xdist workers of ``peers-cold-n4-faults``.
     peer_workers: int = 4
     #: Whether the comparisons of :func:`ratio_row` run their null side (the second side again).
@@ -69,7 +72,9 @@ class Profile:
 
 PROFILES = {
     "full": Profile(name="full"),
-    "quick": Profile(name="quick", rounds=3, shard_mib=8, warm_calls=8, big_mib=256, big_rounds=9, peer_rounds=3),
+    "quick": Profile(
+        name="quick", rounds=3, shard_mib=8, warm_calls=8, big_mib=256, big_rounds=9, peer_rounds=3, call_rounds=9
+    ),
     "smoke": Profile(
         name="smoke",
         transports=("xet",),
@@ -86,6 +91,7 @@ PROFILES = {
         outage_retries=1,
         peer_rounds=1,
         peer_calls=5,
+        call_rounds=1,
         peer_workers=2,
         nulls=False,
     ),
