@@ -1,5 +1,6 @@
 """The start-up hook of the session's Python processes: a connection that hard-codes the Hub's host
-is reported with its file and line, refused offline, and any other ``sitecustomize`` still runs."""
+is reported with its file and line, refused offline, and any other ``sitecustomize`` still runs; a
+file huggingface_hub takes from the cache is told to the session's endpoint."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import pytest_hfsnapshot.endpoint
+from pytest_hfsnapshot.endpoint.server import DIRECT_ROUTE, READ_ROUTE
 
 STARTUP = Path(pytest_hfsnapshot.endpoint.__file__).parent / "_startup"
 
@@ -76,7 +78,7 @@ def test_a_hard_coded_connection_is_reported_with_its_file_and_line(reports: Rep
     run_child(HARD_CODED, reports, tmp_path)
     assert reports.received == [
         (
-            "/secret/test-token/_hfsnapshot/direct",
+            f"/secret/test-token/{DIRECT_ROUTE}",
             {"host": "huggingface.co", "where": f"{tmp_path / 'client.py'}:3", "pid": reports.received[0][1]["pid"]},
         )
     ]
@@ -117,3 +119,33 @@ def test_the_caller_named_is_the_library_that_hard_codes_the_host(reports: Repor
     code = "import loader\ntry:\n    loader.load()\nexcept OSError:\n    pass\n"
     run_child(code, reports, tmp_path, PYTHONPATH=str(library.parent))
     assert [body["where"] for _, body in reports.received] == [f"{library / '__init__.py'}:3"]
+
+
+#: A load by commit that the cache answers, with no request: transformers' way after a model's config.
+FROM_CACHE = """\
+import sys
+from huggingface_hub import hf_hub_download, try_to_load_from_cache
+cache, commit = sys.argv[1], sys.argv[2]
+print(try_to_load_from_cache("org/name", "config.json", cache_dir=cache, revision=commit))
+print(hf_hub_download("org/name", "config.json", cache_dir=cache, revision=commit))
+"""
+
+
+def test_a_file_taken_from_the_cache_is_told_to_the_sessions_endpoint_once(reports: Reports, tmp_path: Path) -> None:
+    commit = "c" * 40
+    cached = tmp_path / "cache" / "models--org--name" / "snapshots" / commit / "config.json"
+    cached.parent.mkdir(parents=True)
+    cached.write_text("{}")
+    session = f"http://127.0.0.1:{reports.server_port}/secret/test-token"
+    script = tmp_path / "load.py"
+    script.write_text(FROM_CACHE)
+
+    def load(endpoint: str) -> list[str]:
+        env = {**os.environ, "PYTHONPATH": str(STARTUP), "HFSNAPSHOT_SESSION": session, "HF_ENDPOINT": endpoint}
+        command = [sys.executable, str(script), str(tmp_path / "cache"), commit]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=True).stdout.split()
+
+    assert load(session) == [str(cached)] * 2
+    assert reports.received == [(f"/secret/test-token/{READ_ROUTE}", {"path": str(cached), "revision": commit})]
+    assert load("http://127.0.0.1:9") == [str(cached)] * 2
+    assert len(reports.received) == 1, "a load from another Hub's files was told to the session"

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 _WATCHED = [entry for entry in os.environ.get("HFSNAPSHOT_WATCH", "").split(",") if entry]
 #: Where the session's endpoint takes reports (``http://127.0.0.1:PORT/<secret>/<test>``).
 _REPORT_TO = os.environ.get("HFSNAPSHOT_SESSION", "")
+#: The endpoint's routes for reports (``server.DIRECT_ROUTE``, ``server.READ_ROUTE``; this file imports
+#: nothing of the package, and tests/endpoint/test_startup.py holds the two spellings equal).
+_DIRECT_ROUTE, _READ_ROUTE = "_hfsnapshot/direct", "_hfsnapshot/read"
 #: The offline switch as the session's front end spells it (``--hf-offline``); empty when online.
 _OFFLINE = os.environ.get("HFSNAPSHOT_OFFLINE", "")
 #: Code a connection passes through on its way: the caller named is the first frame outside it.
@@ -79,7 +82,7 @@ def _report(host: str, where: str) -> None:
     _reported.add((host, where))
     body = json.dumps({"host": host, "where": where, "pid": os.getpid()}).encode()
     request = urllib.request.Request(
-        _REPORT_TO.rstrip("/") + "/_hfsnapshot/direct",
+        _REPORT_TO.rstrip("/") + "/" + _DIRECT_ROUTE,
         data=body,
         headers={"Content-Type": "application/json"},
         method="POST",
@@ -132,7 +135,7 @@ def _tell_read(path: str, kwargs: dict[str, Any]) -> None:
 
     body = json.dumps({"path": os.path.abspath(path), "revision": kwargs.get("revision")}).encode()
     request = urllib.request.Request(
-        _REPORT_TO.rstrip("/") + "/_hfsnapshot/read", data=body, headers={"Content-Type": "application/json"}
+        _REPORT_TO.rstrip("/") + "/" + _READ_ROUTE, data=body, headers={"Content-Type": "application/json"}
     )
     timeout = float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or 3600)
     try:
