@@ -2,21 +2,22 @@
 observer, and sent as the Hub sends it.
 
 ``hf_hub_download`` runs in the handler's thread: under ``manage`` and ``fail`` the observer's hook
-materializes the file first (the repo's lock, the gate, the plugin's retries, verification and
-repair, pins, layers); under ``report`` the load is recorded; offline it is served from the cache
-with no request. The answer carries the Hub's headers (``X-Repo-Commit``, the blob's ``ETag``,
+materializes the file first (lock, gate, retries, verification and repair, pins, layers; a file made
+ready before is only recorded); under ``report`` the load is recorded; offline it is served from the
+cache with no request. The answer carries the Hub's headers (``X-Repo-Commit``, the blob's ``ETag``,
 ``X-Linked-Etag`` and ``X-Linked-Size`` for LFS files), never Xet's, and honours ``Range``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 from ..core.cache.layout import RepoCache
 from ..core.hub import hub_calls
 from ..core.implicit import local_answers
-from ..core.implicit.observe import commit_of
+from ..core.implicit.observe import Observer, commit_of
 from .access import Access
 from .replies import Reply, for_error, gave_up, hub_error
 
@@ -30,12 +31,15 @@ def serve(
     cache_dir: Path,
     access: Access,
     offline: bool,
+    observer: Observer,
 ) -> Reply:
     """The answer to ``GET``/``HEAD`` of one file, loaded with ``token`` (None: the child sent none)."""
     from huggingface_hub import hf_hub_download
 
     try:
-        path = hf_hub_download(
+        path = observer.ready_file(
+            cache_dir, call.repo_type, call.repo_id, call.revision, call.path
+        ) or hf_hub_download(
             call.repo_id,
             call.path,
             repo_type=call.repo_type,
@@ -46,7 +50,7 @@ def serve(
     except Exception as error:
         return for_error(error, offline=offline, asked=f"{call.label} {call.path}")
     commit = commit_of(path)
-    repo = RepoCache(cache_dir, call.repo_id, call.repo_type)
+    repo = _repo(cache_dir, call.repo_id, call.repo_type)
     found = local_answers.file_headers(repo, commit, call.path) if commit is not None else None
     if commit is None or found is None:
         return gave_up(
@@ -66,6 +70,11 @@ def serve(
         span, status = asked, 206
         headers["Content-Range"] = f"bytes {span[0]}-{span[1]}/{size}"
     return Reply(status, headers, file=os.path.realpath(path) if method == "GET" else None, span=span)
+
+
+@functools.lru_cache(maxsize=64)
+def _repo(cache_dir: Path, repo_id: str, repo_type: str) -> RepoCache:
+    return RepoCache(cache_dir, repo_id, repo_type)  # a warm answer's costliest step, once per repo
 
 
 def parse_range(header: str, size: int) -> tuple[int, int] | None:

@@ -182,6 +182,7 @@ class SessionEndpoint:
                     cache_dir=self.cache_dir(),
                     access=self.access,
                     offline=offline,
+                    observer=observer,
                 )
             retries = self._settings().retries if observer.manages else None
             reply = proxy.forward(

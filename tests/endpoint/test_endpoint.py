@@ -23,7 +23,7 @@ from huggingface_hub.errors import (
 from pytest_hfsnapshot.endpoint import SessionEndpoint
 from pytest_hfsnapshot.endpoint.replies import NO_SECRET
 from pytest_hfsnapshot.endpoint.server import READ_ROUTE
-from pytest_hfsnapshot.testing.half_written import corrupted_blob
+from pytest_hfsnapshot.testing.half_written import corrupted_blob, truncated_blob
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .conftest import TEST, Answer, Served, as_child, ask
@@ -294,6 +294,15 @@ def test_pins_are_followed_with_no_request_naming_the_branch(
     local_hub.reset_counters()
     assert ask(f"{served.url}/org/tiny/resolve/main/config.json").status == 200
     assert local_hub.requests == [], "a pinned file verified in the cache cost a request"
+    other = "tests/test_models.py::test_other"
+    again = ask(f"{served.endpoint.url_for(other)}/org/tiny/resolve/main/config.json")
+    assert (again.status, again.headers["X-Repo-Commit"]) == (200, pinned)
+    (use,) = served.observer.recorder.uses()
+    assert (use.revision, use.commit, use.tests) == ("main", pinned, [TEST, other]), "the warm answer went unrecorded"
+    assert local_hub.cache_dir is not None
+    truncated_blob(local_hub.cache_dir, "org/tiny", "config.json", revision=pinned)
+    repaired = ask(f"{served.url}/org/tiny/resolve/main/config.json")
+    assert repaired.body == FILES["config.json"].encode(), "a file changed since it was verified was served as it is"
 
 
 def test_offline_the_cache_serves_and_a_miss_is_named_for_the_test(

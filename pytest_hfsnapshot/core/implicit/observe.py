@@ -26,10 +26,11 @@ from ..cache import state, usage
 from ..cache.layout import RepoCache
 from ..cache.pins import REFUSALS, Pin, PinFile
 from ..hub import gate, hub_calls
-from ..hub.credentials import sent_token, token_set
-from ..own_work import busy, own_work
+from ..hub.credentials import token_set
+from ..own_work import busy
 from . import local_answers
-from .uses import Prepared, Preparer, Recorder
+from .ready import ReadyFiles, repo_root, snapshot_path
+from .uses import Preparer, Recorder
 
 #: Refusals that depend on the token in use: replayed offline only under the same token situation.
 _TOKEN_REFUSALS = ("GatedRepo", "RepoNotFound")
@@ -60,8 +61,6 @@ class Observer:
         prepare: Preparer | None = None,
     ) -> None:
         self.mode = mode
-        #: Materializes one file before the client reads it (``manage`` and ``fail``).
-        self._preparer = prepare
         self.recorder = Recorder()
         self._offline = offline
         self._endpoint = endpoint
@@ -69,8 +68,8 @@ class Observer:
         self._settings = settings
         self.offline_misses: list[OfflineMiss] = []
         self._lock = threading.Lock()
-        #: Files ``manage`` verified at a commit, with the identity (inode, size, mtime) they had then.
-        self._prepared: dict[tuple[str, ...], tuple[Prepared, tuple[int, int, int] | None]] = {}
+        #: What ``manage`` and ``fail`` make ready before the client reads it, and what it verified.
+        self.ready = ReadyFiles(prepare, settings, self._pin)
         #: The implicit refusals this process kept in the cache's state (cache, repo, code, token set).
         self._refusals_kept: set[tuple[str, str, str, str, bool]] = set()
         #: Called with every answer huggingface_hub's client gets, the plugin's own included.
@@ -261,8 +260,8 @@ class Observer:
             self._replay(repo_type, repo_id, revision, filename, refusals=offline, cache_dir=cache_dir)
         managed = 0
         if not offline and self.manages and not kwargs.get("local_files_only") and not kwargs.get("force_download"):
-            target = self._target(repo_type, repo_id, resolved or revision)
-            prepared = self._prepare(cache_dir, repo_type, repo_id, target, filename)
+            target = self.ready.target(repo_type, repo_id, resolved or revision)
+            prepared = self.ready.prepare(cache_dir, repo_type, repo_id, target, filename)
             if prepared is not None and target != str(resolved or revision):
                 _point_ref(cache_dir, repo_type, repo_id, revision, prepared.commit)
             if prepared is not None:
@@ -282,32 +281,6 @@ class Observer:
             if commit is not None:
                 usage.record_use(cache_dir, repo_type, repo_id, commit)
         return result
-
-    def _target(self, repo_type: str, repo_id: str, revision: str) -> str:
-        """The commit a pinned branch means, else ``revision``: a warm pinned load is known verified by commit."""
-        pin = None if is_commit(revision) else self._pin(repo_type, repo_id, revision)
-        return pin.commit if pin is not None and pin.commit is not None else revision
-
-    def _prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> Prepared | None:
-        if self._preparer is None:
-            return None
-        key = (str(cache_dir), repo_type, repo_id, revision, path)
-        snapshot_file = os.path.join(_repo_root(str(cache_dir), repo_id, repo_type), "snapshots", revision, path)
-        known = self._prepared.get(key)
-        if known is not None and known[1] == _identity(snapshot_file):
-            return dataclasses.replace(known[0], fetched=0)
-        settings = dataclasses.replace(self._settings(), cache_dir=cache_dir)
-        token = sent_token()
-        if token is not None:
-            # On a child process's behalf (the session endpoint): with the token it sent, or none.
-            settings = dataclasses.replace(settings, token=token)
-        with own_work():
-            prepared = self._preparer(repo_type, repo_id, revision, path, settings)
-        if prepared is not None and prepared.present and is_commit(revision):
-            # Verified at a commit: until the file changes (a truncation, a rewrite), later loads of
-            # this process read it as it is, as huggingface_hub's own warm lookups do.
-            self._prepared[key] = (prepared, _identity(snapshot_file))
-        return prepared
 
     def _replay(
         self, repo_type: str, repo_id: str, revision: str, path: str, *, refusals: bool, cache_dir: Path | None = None
@@ -389,6 +362,18 @@ class Observer:
             self.recorder.note(repo_type, repo_id, revision, missing=filename)
         return result
 
+    def ready_file(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> str | None:
+        """The snapshot file of a load ``manage`` made ready here before (at the commit asked, or the
+        branch's pinned one), unchanged since: recorded, and answered with no other work; else None."""
+        commit = self.ready.target(repo_type, repo_id, revision)
+        known = is_commit(commit) and self.manages and not self.offline()
+        found = self.ready.known(cache_dir, repo_type, repo_id, commit, path) if known else None
+        if found is not None:
+            revision = self.branch_of(repo_type, repo_id, revision, cache_dir)
+            self.recorder.note(repo_type, repo_id, revision, commit=commit, path=path, size=_size(found))
+            usage.record_use(cache_dir, repo_type, repo_id, commit)
+        return found
+
     def read_from_cache(
         self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, commit: str, path: str
     ) -> None:
@@ -397,8 +382,8 @@ class Observer:
         and repaired, before the reader goes on; it is recorded like a download."""
         revision = self.branch_of(repo_type, repo_id, revision, cache_dir)
         if self.manages and not self.offline():
-            self._prepare(cache_dir, repo_type, repo_id, commit, path)
-        snapshot_file = os.path.join(_repo_root(str(cache_dir), repo_id, repo_type), "snapshots", commit, path)
+            self.ready.prepare(cache_dir, repo_type, repo_id, commit, path)
+        snapshot_file = snapshot_path(cache_dir, repo_type, repo_id, commit, path)
         self.recorder.note(repo_type, repo_id, revision, commit=commit, path=path, size=_size(snapshot_file))
         usage.record_use(cache_dir, repo_type, repo_id, commit)
 
@@ -585,29 +570,15 @@ def _sizes(path: str, started: float) -> tuple[int, int]:
     return st.st_size, st.st_size if st.st_mtime >= started - 1 else 0
 
 
-@functools.lru_cache(maxsize=256)
-def _repo_root(cache_dir: str, repo_id: str, repo_type: str) -> str:
-    return str(RepoCache(Path(cache_dir), repo_id, repo_type).root)
-
-
 def _point_ref(cache_dir: Path, repo_type: str, repo_id: str, branch: str, commit: str) -> None:
     """``refs/<branch>`` names the pinned commit a load was made ready at, as huggingface_hub's own
     resolution of the branch leaves it (``try_to_load_from_cache`` reads it)."""
-    ref = os.path.join(_repo_root(str(cache_dir), repo_id, repo_type), "refs", *branch.split("/"))
+    ref = os.path.join(repo_root(str(cache_dir), repo_id, repo_type), "refs", *branch.split("/"))
     with contextlib.suppress(OSError), open(ref, encoding="ascii", errors="replace") as held:
         if held.read().strip() == commit:
             return
     with contextlib.suppress(OSError, HfSnapshotError):
         RepoCache(cache_dir, repo_id, repo_type).refs.write(branch, commit)
-
-
-def _identity(path: str) -> tuple[int, int, int] | None:
-    """What changes when a file is rewritten, truncated or replaced (the link followed)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=16)
