@@ -14,7 +14,7 @@ from pathlib import Path
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .peers import pytest_session
-from .runner import MIB, Bench, Row, Target, abba, median, ratio_row, ratios, spread
+from .runner import MIB, PRIME_FACTOR, Bench, Row, Target, abba, median, ratio_row, ratios, spread
 
 #: The test of every session here: it starts ``BENCH_CHILDREN`` children at once, each running
 #: ``LOAD``, and waits for them. Each child appends what it saw to ``BENCH_OUT``.
@@ -45,6 +45,11 @@ with open(os.environ["BENCH_OUT"], "a") as out:
 
 def test_children():
     args = os.environ["BENCH_ARGS"].split()
+    if os.environ.get("BENCH_PRIME"):  # as MemoryPrimer does, here, just before the children start
+        with open(os.environ["BENCH_PRIME"], "wb") as scratch:
+            for _ in range(int(os.environ["BENCH_PRIME_MIB"])):
+                scratch.write(b"\\1" * (1 << 20))
+        os.unlink(os.environ["BENCH_PRIME"])
     children = [subprocess.Popen([sys.executable, "-c", LOAD, *args]) for _ in range(int(os.environ["BENCH_CHILDREN"]))]
     for child in children:
         child.wait()
@@ -73,11 +78,14 @@ def _hub(bench: Bench) -> Iterator[tuple[LocalHub, Path, dict[str, str]]]:
 
 
 def _session(bench: Bench, hub: LocalHub, folder: Path, cache: Path, flags: tuple[str, ...], transport: str,
-             children: int, *args: str) -> list[dict[str, object]]:  # fmt: skip
-    """One pytest session whose test starts ``children`` at once; what each child reported."""
+             children: int, *args: str, prime_mib: int = 0) -> list[dict[str, object]]:  # fmt: skip
+    """One pytest session whose test starts ``children`` at once; what each child reported. ``prime_mib``:
+    free memory the test makes alike (:class:`~bench.runner.MemoryPrimer`) just before they start."""
     out = folder / "children.jsonl"
     out.unlink(missing_ok=True)
     env = {"BENCH_OUT": str(out), "BENCH_CHILDREN": str(children), "BENCH_ARGS": " ".join(args)}
+    if prime_mib:
+        env |= {"BENCH_PRIME": str(bench.workdir / "prime.bin"), "BENCH_PRIME_MIB": str(prime_mib)}
     pytest_session(bench, hub, folder, cache, flags, transport=transport, **env)
     return [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -175,7 +183,9 @@ def child_throughput(bench: Bench) -> None:
             for side in abba(list(sides), p.big_rounds):
                 cache = bench.new_cache(f"throughput-{side}")
                 args = ("bench/big", "1", "model.safetensors")
-                (report,) = _session(bench, hub, folder, cache, sides[side], transport, 1, *args)
+                os.sync()  # as cold-1-gib: no dirty page of the last round written back during this one
+                prime = PRIME_FACTOR * p.big_mib if p.prime_quiet else 0
+                (report,) = _session(bench, hub, folder, cache, sides[side], transport, 1, *args, prime_mib=prime)
                 if report["failed"]:
                     raise RuntimeError(f"child-throughput: the download failed ({side}, {transport})")
                 rates[side].append(p.big_mib / report["times"][0])  # type: ignore[index]

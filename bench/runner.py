@@ -314,6 +314,9 @@ class Bench:
         log(f"{name} done in {seconds:.1f}s (other processes used {others:.0%} of the CPU meanwhile)")
 
 
+#: Free memory a cold run primes before its workers go, in multiples of the bytes it downloads:
+#: the page cache it fills and the client's buffers (:class:`MemoryPrimer`).
+PRIME_FACTOR = 2
 #: The kernel's count of the free memory it has reported to the hypervisor (free page reporting).
 REPORTED_KIB = Path("/sys/module/page_reporting/parameters/reported_kib")
 

@@ -32,6 +32,7 @@ from .peers import peers_cold_n4_faults, report_against_off, warm_implicit_from_
 from .runner import (
     INFO,
     MIB,
+    PRIME_FACTOR,
     TOOLS,
     Bench,
     Row,
@@ -49,9 +50,6 @@ from .runner import (
 
 #: The link speed CI runners see, for the workloads that cap the Hub's link.
 LINK_MIB_S = 200
-#: Free memory a cold run primes before its workers go, in multiples of the bytes it downloads:
-#: the page cache it fills and the client's buffers (:class:`bench.runner.MemoryPrimer`).
-PRIME_FACTOR = 2
 
 
 def metadata() -> dict[str, str]:
