@@ -275,6 +275,9 @@ class Bench:
             else:
                 env[name] = value
         env.update(HF_HUB_DISABLE_PROGRESS_BARS="1", HF_HUB_DISABLE_TELEMETRY="1")
+        # .pyc files written and reused, as an installed package has them: without them each process
+        # compiles the plugin again (an editable install's start-up cost, not a user's).
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         for switches in TRANSPORTS.values():
             for name in switches:
                 env.pop(name, None)
