@@ -37,16 +37,16 @@ def serve(
     from huggingface_hub import hf_hub_download
 
     try:
-        path = observer.ready_file(
-            cache_dir, call.repo_type, call.repo_id, call.revision, call.path
-        ) or hf_hub_download(
-            call.repo_id,
-            call.path,
-            repo_type=call.repo_type,
-            revision=call.revision,
-            cache_dir=cache_dir,
-            token=token if token is not None else False,
-        )
+        path = observer.ready_file(cache_dir, call.repo_type, call.repo_id, call.revision, call.path)
+        if path is None:
+            path = hf_hub_download(
+                call.repo_id,
+                call.path,
+                repo_type=call.repo_type,
+                revision=call.revision,
+                cache_dir=cache_dir,
+                token=token if token is not None else False,
+            )
     except Exception as error:
         return for_error(error, offline=offline, asked=f"{call.label} {call.path}")
     commit = commit_of(path)
