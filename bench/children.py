@@ -14,7 +14,7 @@ from pathlib import Path
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .peers import pytest_session
-from .runner import MIB, PRIME_FACTOR, Bench, Row, Target, abba, median, ratio_row, ratios, spread
+from .runner import MIB, PRIME_FACTOR, Bench, Row, Target, abba, fault_rows, median, ratio_row, ratios, spread
 
 #: The test of every session here: it starts ``BENCH_CHILDREN`` children at once, each running
 #: ``LOAD``, and waits for them. Each child appends what it saw to ``BENCH_OUT``.
@@ -129,15 +129,15 @@ def children_cold_faults(bench: Bench) -> None:
                 bench.drop(cache)
             hub.clear_faults()
             label = f"children-cold-faults, 3 replicas, {transport}"
-            pairs = ratios(walls["manage"], walls["plain"])
-            bench.rows += [
-                Row(label, "failed replicas (of 3), worst round", max(failed["manage"]), max(failed["plain"]), None,
-                    Target("<=", 0, "= 0"), fmt="{:.0f}"),
-                Row(label, "file bytes / the model's bytes, median", median(moved["manage"]), median(moved["plain"]),
-                    None, Target("<=", 1.01, "<= 1.01"), fmt="{:.3f}"),
-                Row(label, "slowest replica's load / plain's, median of pairs", median(pairs), 1.0, None,
-                    Target("info", 0, "-"), fmt="{:.2f}", note=f"pairs {spread(pairs, '{:.2f}')}"),
-            ]  # fmt: skip
+            bench.rows += fault_rows(
+                label,
+                failed,
+                moved,
+                walls,
+                of="replicas (of 3)",
+                wanted="the model's bytes",
+                wall="slowest replica's load",
+            )
 
 
 def child_warm_pinned(bench: Bench) -> None:

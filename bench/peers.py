@@ -17,7 +17,7 @@ from types import ModuleType
 
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-from .runner import INFO, REPO_ROOT, Bench, Row, Target, abba, median, ratio_row, ratios, spread
+from .runner import REPO_ROOT, Bench, abba, fault_rows, median, ratio_row
 
 SUITE = REPO_ROOT / "tests" / "peers" / "suite"
 RUN_TIMEOUT = 600
@@ -109,17 +109,11 @@ def peers_cold_n4_faults(bench: Bench) -> None:
                 moved[side].append(repos.file_bytes_ratio(hub, commits))
                 bench.drop(cache)
             hub.clear_faults()
+            note = f"; manage {median(walls['manage']):.1f}s, plain {median(walls['plain']):.1f}s"
             label = f"peers-cold-n{n}-faults, {transport}"
-            pairs = ratios(walls["manage"], walls["plain"])
-            bench.rows += [
-                Row(label, "failed tests (of 15), worst round", max(failed["manage"]), max(failed["plain"]), None,
-                    Target("<=", 0, "= 0"), fmt="{:.0f}"),
-                Row(label, "file bytes / distinct file bytes, median", median(moved["manage"]),
-                    median(moved["plain"]), None, Target("<=", 1.01, "<= 1.01"), fmt="{:.3f}"),
-                Row(label, "wall / plain's, median of pairs", median(pairs), 1.0, None, INFO, fmt="{:.2f}",
-                    note=f"pairs {spread(pairs, '{:.2f}')}; manage {median(walls['manage']):.1f}s, "
-                    f"plain {median(walls['plain']):.1f}s"),
-            ]  # fmt: skip
+            bench.rows += fault_rows(
+                label, failed, moved, walls, of="tests (of 15)", wanted="distinct file bytes", wall="wall", note=note
+            )
 
 
 def warm_implicit_from_pretrained(bench: Bench) -> None:

@@ -184,6 +184,21 @@ def ratio_row(label: str, sides: dict[str, list[float]], target: float, detail: 
                note=f"pairs {spread(pairs)}, null {null}; {detail}")  # fmt: skip
 
 
+def fault_rows(label: str, failed: dict[str, list[int]], moved: dict[str, list[float]], walls: dict[str, list[float]],
+               *, of: str, wanted: str, wall: str, note: str = "") -> list[Row]:  # fmt: skip
+    """A cold run under faults, ``manage`` against ``plain``: failures (``of`` what) in the worst round,
+    file bytes over the bytes ``wanted``, and the ``wall`` ratio as the median of ABBA pairs."""
+    pairs = ratios(walls["manage"], walls["plain"])
+    return [
+        Row(label, f"failed {of}, worst round", max(failed["manage"]), max(failed["plain"]), None,
+            Target("<=", 0, "= 0"), fmt="{:.0f}"),
+        Row(label, f"file bytes / {wanted}, median", median(moved["manage"]), median(moved["plain"]), None,
+            Target("<=", 1.01, "<= 1.01"), fmt="{:.3f}"),
+        Row(label, f"{wall} / plain's, median of pairs", median(pairs), 1.0, None, INFO, fmt="{:.2f}",
+            note=f"pairs {spread(pairs, '{:.2f}')}{note}"),
+    ]  # fmt: skip
+
+
 def abba(sides: Sequence[str], rounds: int) -> Iterator[str]:
     """``sides`` in order, then reversed, then in order...: a machine that grows busier during the
     run weighs on every side alike."""
