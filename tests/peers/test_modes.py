@@ -159,6 +159,22 @@ def run(pytester: pytest.Pytester, hub: LocalHub, *args: str) -> pytest.RunResul
     )
 
 
+def prefetch(how: str, pytester: pytest.Pytester, hub: LocalHub, pins_file: Path) -> tuple[int, str]:
+    """The prefetch of ``pins_file`` (at ``pins.json`` in the test's folder) by ``pytest
+    --hf-prefetch-only`` or by the CLI (``how``): its exit code, and its stdout and stderr."""
+    if how == "pytest":
+        result = run(pytester, hub, "--hf-prefetch-only", "--hf-pins=pins.json")
+        return result.ret, result.stdout.str() + result.stderr.str()
+    done = subprocess.run(
+        [SCRIPT, "prefetch", "--pins", str(pins_file), "--cache-dir", str(hub.cache_dir)],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
 def implicit_mode(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, where: str, mode: str) -> list[str]:
     """``mode`` set by the option (returned, for the command line), the ini key or the environment."""
     if where == "ini":
@@ -876,18 +892,7 @@ def test_a_recorded_path_the_commit_lacks_fails_the_prefetch(
     pins_file = write_pins(pytester.path / "pins.json", [entry])
     pytester.makepyfile("def test_nothing():\n    pass\n")
 
-    if how == "pytest":
-        result = run(pytester, local_hub, "--hf-prefetch-only", "--hf-pins=pins.json")
-        code, output = result.ret, result.stdout.str() + result.stderr.str()
-    else:
-        done = subprocess.run(
-            [SCRIPT, "prefetch", "--pins", str(pins_file), "--cache-dir", str(local_hub.cache_dir)],
-            cwd=pytester.path,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-        )
-        code, output = done.returncode, done.stdout + done.stderr
+    code, output = prefetch(how, pytester, local_hub, pins_file)
 
     assert code != 0, output
     assert f"Pin file {pins_file}, entry 1 (peers/small@main): files names 'nope/weights.bin'" in output, output

@@ -32,6 +32,7 @@ from .test_modes import (
     junit_failures,
     key,
     obtained,
+    prefetch,
     run,
     summary_rows,
     write_pins,
@@ -81,18 +82,7 @@ def test_an_entry_that_obtained_no_file_is_prefetched_then_served_offline(
     folder = cache_folder(local_hub, key(PROBED))
     shutil.rmtree(folder)
 
-    if how == "pytest":
-        done = run(pytester, local_hub, "--hf-prefetch-only", "--hf-pins=pins.json")
-        code, output = done.ret, done.stdout.str()
-    else:
-        ran = subprocess.run(
-            [SCRIPT, "prefetch", "--pins", str(pins_file), "--cache-dir", str(local_hub.cache_dir)],
-            cwd=pytester.path,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-        )
-        code, output = ran.returncode, ran.stdout + ran.stderr
+    code, output = prefetch(how, pytester, local_hub, pins_file)
 
     assert code == 0, output
     assert (folder / "refs" / "main").read_text() == commit
