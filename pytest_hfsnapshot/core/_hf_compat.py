@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import HfSnapshotError
 from ..settings import say
+from .imports import after_import
 
 log = logging.getLogger("pytest_hfsnapshot")
 
@@ -265,6 +266,12 @@ _LOOKUP_HOOK = "__hfsnapshot_cache_lookup__"
 
 def _file_download() -> ModuleType:
     return importlib.import_module(FILE_DOWNLOAD_MODULE)
+
+
+def when_downloads_load(then: Callable[[], None]) -> Callable[[], None]:
+    """``then()`` once the module ``hf_hub_download`` lives in is imported: now if it is, else right
+    after code first imports it (a run that never does pays nothing). Returns the cancel."""
+    return after_import(FILE_DOWNLOAD_MODULE, lambda _module: then())
 
 
 def wrap_download_to_cache(wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[[], None]:

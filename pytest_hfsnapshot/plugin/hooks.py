@@ -70,7 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         state.implicit = ImplicitSession(config, options, state.session_id)
         config.pluginmanager.register(state.implicit, "hfsnapshot-implicit")
-        state.install_gate()
+        state.install_gate_on_import()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

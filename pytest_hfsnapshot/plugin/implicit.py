@@ -30,7 +30,6 @@ class ImplicitSession:
     """This process's part of implicit Hub use: registered as a plugin when the mode is not ``off``."""
 
     def __init__(self, config: pytest.Config, options: Options, session_id: str) -> None:
-        import huggingface_hub.file_download  # noqa: F401  (the hooks go on it now, before any test imports it)
         from huggingface_hub import constants
 
         self.config = config

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from ..core.cache.layers import open_layers
 from ..core.hub.offline import env_offline
 from ..errors import InvalidRequestError
 from ..settings import KNOBS, NEEDS_PIN_FILE, Knob, PluginSettings, Settings, spelling
@@ -122,6 +121,8 @@ def read_options(config: pytest.Config) -> Options:
             )
     layers = spelling("cache_layers")
     if values["cache_layers"]:
+        from ..core.cache.layers import open_layers  # only a run with layers pays for importing them
+
         writable = values["cache_dir"] if values["cache_dir"] is not None else Path(hf_constants.HF_HUB_CACHE)
         try:
             open_layers(list(values["cache_layers"]), cache_dir=writable, session=None)

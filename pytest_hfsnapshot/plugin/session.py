@@ -9,11 +9,12 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..core._hf_compat import http_client_loaded
+from ..core._hf_compat import http_client_loaded, when_downloads_load
 from ..core.cache.formats import FailureRow, request_label
 from ..core.cache.state import FailureMemory
 from ..core.hub import gate
@@ -62,6 +63,7 @@ class HfSnapshotSession:
         self._snapshots: dict[SnapshotRequest, Snapshot] = {}
         self._verdicts: dict[SnapshotRequest, Verdict] = {}
         self._lock = threading.Lock()
+        self._gate_wait: Callable[[], None] = lambda: None
         #: Implicit Hub use of this process (``--hf-implicit`` other than ``off``).
         self.implicit: ImplicitSession | None = None
         #: Every implicit use of the session, merged in the controller at its end.
@@ -134,8 +136,14 @@ class HfSnapshotSession:
                 gate.acquire(lambda: self.gate)
                 self._gated = True
 
+    def install_gate_on_import(self) -> None:
+        """:meth:`install_gate` as soon as huggingface_hub's download module is imported (now, if it is):
+        library code at collection goes through the gate, and a run that never loads it pays nothing."""
+        self._gate_wait = when_downloads_load(self.install_gate)
+
     def remove_gate(self) -> None:
         """Take the gate out (each process, at its end); the controller also deletes the session's windows."""
+        self._gate_wait()
         if self._gated:
             gate.release(self.gate)
             self._gated = False

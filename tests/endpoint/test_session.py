@@ -200,6 +200,37 @@ def digest_source(value: bytes | str) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
 
+# --- start-up: huggingface_hub is paid for when a test loads it -----------------------------------
+
+
+def test_the_hooks_go_on_huggingface_hub_when_a_test_first_imports_it(
+    pytester: pytest.Pytester, local_hub: LocalHub
+) -> None:
+    local_hub.add_repo("org/late", FILES)
+    # huggingface_hub does not retry a HEAD's 503: the test passes only if manage's hooks are on.
+    local_hub.fail("*/org/late/resolve/*/config.json", 503, times=1)
+    pytester.makepyfile(
+        test_late="""
+import sys
+
+HEAVY = ("huggingface_hub.file_download", "huggingface_hub.errors", "httpx", "httpx2", "filelock")
+
+def test_before():
+    assert [name for name in HEAVY if name in sys.modules] == []
+
+def test_late():
+    from huggingface_hub import hf_hub_download
+    assert open(hf_hub_download("org/late", "config.json")).read().startswith("{")
+"""
+    )
+
+    result = run(pytester, local_hub, "--hf-implicit=manage")
+
+    result.assert_outcomes(passed=2)
+    assert local_hub.pending_faults() == []
+    assert implicit_rows(result.stdout.str())["org/late@main"].endswith("(first: test_late.py::test_late)")
+
+
 # --- manage: faults in the way of three replicas ------------------------------------------------
 
 

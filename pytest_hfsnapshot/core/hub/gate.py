@@ -20,8 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from filelock import FileLock
-
 from ...errors import HfSnapshotError, RateLimitError
 from ...settings import DEFAULT_MAX_RATE_WAIT, say
 from .._hf_compat import client_factory_in_place, client_factory_is
@@ -136,6 +134,8 @@ class Gate:
 
         ``announce=False`` when the wait will not happen (past the cap: the error says so instead).
         """
+        from filelock import FileLock  # imported by the first 429, not at every start-up
+
         now = time.time()
         until = now + reset
         folder = self._folder()

@@ -13,8 +13,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
-from huggingface_hub import errors as hf_errors
-
 from ...errors import HfSnapshotError
 from .._hf_compat import hub_major
 
@@ -163,6 +161,8 @@ def rate_limit_reset(headers: Any) -> float | None:
 
 
 def _is_transport(error: BaseException) -> bool:
+    from huggingface_hub import errors as hf_errors
+
     for cls in type(error).__mro__:
         if cls.__name__ in _TRANSPORT_NAMES and cls.__module__.split(".")[0] in {
             m.split(".")[0] for m in _TRANSPORT_MODULES
@@ -179,6 +179,10 @@ def classify(error: BaseException, *, through_xet: bool = False) -> Classificati
     ``through_xet``: the failed call transferred files through hf_xet (the caller knows: files the
     listing gives a Xet hash, with Xet in use), so hf_xet's reports in the chain are read as such.
     """
+    # huggingface_hub's errors are read when a failure is: they import its HTTP client, which a
+    # session that never fails (or never loads huggingface_hub) must not pay for at start-up.
+    from huggingface_hub import errors as hf_errors
+
     links = list(chain(error))
     for link in links:
         if isinstance(link, hf_errors.GatedRepoError):

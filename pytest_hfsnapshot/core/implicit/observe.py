@@ -391,8 +391,10 @@ class Observer:
 # --- installation: hooks once per process, serving the innermost observer -----------------------
 
 _active: list[Observer] = []
-_undo: list[Callable[[], None]] = []
-_install_lock = threading.Lock()
+#: What puts huggingface_hub back as it was; the cancel of the wait for its download module.
+_hooks: list[Callable[[], None]] = []
+_waiting: list[Callable[[], None]] = []
+_install_lock = threading.RLock()
 
 
 def current() -> Observer | None:
@@ -411,22 +413,31 @@ def observing(observer: Observer) -> Iterator[Observer]:
 
 
 def start(observer: Observer) -> None:
-    """Make ``observer`` the one the hooks serve until :func:`stop`."""
+    """Make ``observer`` the one the hooks serve until :func:`stop`; the hooks go on huggingface_hub
+    when its download module is imported (now, if it is)."""
     with _install_lock:
-        if not _undo:
-            _undo.append(_hf_compat.wrap_download_to_cache(_download_wrapper))
-            _undo.append(_hf_compat.hook_cache_lookup(_lookup_hook))
         _active.append(observer)
+        if not _hooks and not _waiting:
+            _waiting.append(_hf_compat.when_downloads_load(_hook_in))
+
+
+def _hook_in() -> None:
+    with _install_lock:
+        if _active and not _hooks:
+            _hooks.append(_hf_compat.wrap_download_to_cache(_download_wrapper))
+            _hooks.append(_hf_compat.hook_cache_lookup(_lookup_hook))
 
 
 def stop(observer: Observer) -> None:
-    """Take ``observer`` out; the last one out removes the hooks."""
+    """Take ``observer`` out; the last one out removes the hooks (or the wait for the module)."""
     with _install_lock:
         if observer in _active:
             _active.remove(observer)
         if not _active:
-            while _undo:
-                _undo.pop()()
+            for undo in [*_waiting, *reversed(_hooks)]:
+                undo()
+            _waiting.clear()
+            _hooks.clear()
 
 
 def _download_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
