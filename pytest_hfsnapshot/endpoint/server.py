@@ -1,10 +1,8 @@
-"""The session endpoint's HTTP server: loopback only, a random port, the session's secret in every path.
+"""The session endpoint: loopback only, a random port, the session's secret in every path.
 
-A child reaches it as ``http://127.0.0.1:<port>/<secret>/<test>`` (its ``HF_ENDPOINT``): the secret
-keeps out everything that is not a process of the session (403), and ``<test>`` names the test that
-started the child, so its loads are recorded under that test while the test's thread goes on. Each
-request is served in a thread of its own: a file on ``/resolve/`` by :mod:`.files`, anything else by
-:mod:`.proxy`. Nothing is logged (the paths hold the secret, the headers a token).
+A child's ``HF_ENDPOINT`` is ``http://127.0.0.1:<port>/<secret>/<test>``: the secret keeps out what is
+not the session's (403), ``<test>`` names the test its loads are recorded under. A file on
+``/resolve/`` is served by :mod:`.files`, anything else by :mod:`.proxy`; nothing is logged.
 """
 
 from __future__ import annotations
@@ -19,9 +17,8 @@ import selectors
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..core.cache import layout
 from ..core.hub import credentials, hub_calls
@@ -33,12 +30,13 @@ from . import files, proxy
 from .access import Access, bearer
 from .replies import Reply, gave_up, no_secret
 
+if TYPE_CHECKING:
+    from .serving import Server
+
 #: Where a child's start-up hook reports a connection past the endpoint (``_startup/sitecustomize.py``).
 DIRECT_ROUTE = "_hfsnapshot/direct"
 #: Where it reports a file its huggingface_hub took from the cache: a load by commit sends no request.
 READ_ROUTE = "_hfsnapshot/read"
-#: The largest request body read (the Hub's API takes JSON; files go up elsewhere).
-_MAX_BODY = 64 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +69,7 @@ class SessionEndpoint:
         self._names: dict[str, str] = {}
         self.access = Access(self.upstream, self.cache_dir)
         observer.listen(self.access.seen)
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._listener: _Listener | None = None
         #: The connections children reported past the endpoint, the first test of each (host, where).
         self._direct: dict[tuple[str, str], DirectConnection] = {}
 
@@ -86,28 +83,24 @@ class SessionEndpoint:
     # --- life -----------------------------------------------------------------------------------
     def start(self) -> None:
         """Listen on 127.0.0.1, on a port the system picks, and serve in daemon threads."""
-        server = _Server(self)
-        thread = threading.Thread(target=server.serve_until_stopped, name="hfsnapshot-endpoint", daemon=True)
-        thread.start()
-        self._server, self._thread = server, thread
+        self._listener = _Listener(self)
 
     def close(self) -> None:
         """Stop listening and cut every connection still open: nothing of the endpoint outlives it."""
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
-        if server is None:
-            return
-        server.stop()
-        if thread is not None:
-            thread.join()
-        server.server_close()
-        server.cut_connections()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        if self._listener is None:
+            raise RuntimeError("the session endpoint is not serving")
+        host, port = self._listener.socket.getsockname()[:2]
+        return str(host), int(port)
 
     @property
     def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("the session endpoint is not serving")
-        return int(self._server.server_address[1])
+        return self.address[1]
 
     def url_for(self, phase: str = SESSION) -> str:
         """The ``HF_ENDPOINT`` of a child started in ``phase`` (a node id, ``collection`` or ``session``)."""
@@ -201,21 +194,21 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return next((value for key, value in headers.items() if key.lower() == name), None)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+class _Listener:
+    """The endpoint's socket, bound at once, and the thread that accepts on it until :meth:`close`:
+    blocked in one ``select`` (no polling). The HTTP server is made on the first connection."""
 
     def __init__(self, endpoint: SessionEndpoint) -> None:
         self.endpoint = endpoint
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-        self._wake, self._woken = socket.socketpair()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        self.socket = socket.create_server(("127.0.0.1", 0))
         # A connection reset between select and accept must not block the loop (accept then fails).
         self.socket.setblocking(False)
+        self._wake, self._woken = socket.socketpair()
+        self._server: Server | None = None
+        self._thread = threading.Thread(target=self._serve, name="hfsnapshot-endpoint", daemon=True)
+        self._thread.start()
 
-    def serve_until_stopped(self) -> None:
-        """Accept connections until :meth:`stop`: blocked in one ``select``, no polling (stopping costs no wait)."""
+    def _serve(self) -> None:
         with selectors.DefaultSelector() as selector:
             selector.register(self.socket, selectors.EVENT_READ)
             selector.register(self._woken, selectors.EVENT_READ)
@@ -223,103 +216,23 @@ class _Server(ThreadingHTTPServer):
                 ready = {key.fileobj for key, _ in selector.select()}
                 if self._woken in ready:
                     return
-                self.handle_request()
+                if self._server is None:
+                    from .serving import Server
 
-    def stop(self) -> None:
+                    self._server = Server(self.endpoint.answer, self.socket)
+                self._server.handle_request()
+
+    def close(self) -> None:
         with contextlib.suppress(OSError):
             self._wake.send(b"\0")
-
-    def server_close(self) -> None:
-        super().server_close()
+        self._thread.join()
+        if self._server is not None:
+            self._server.server_close()
+            self._server.cut_connections()
+        else:
+            self.socket.close()
         self._wake.close()
         self._woken.close()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        return  # a connection cut at close, or by a child that went away: nothing to tell
-
-    def cut_connections(self) -> None:
-        with self._open_lock:
-            still = list(self._open)
-        for connection in still:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "pytest-hfsnapshot"
-    # TCP_NODELAY: the headers and the body go out as two writes, and Nagle's algorithm held the
-    # second until the client's delayed ACK of the first (40 ms for each small answer on Linux).
-    disable_nagle_algorithm = True
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return  # the path holds the session's secret
-
-    def _handle(self) -> None:
-        try:
-            body = self._body()
-        except ValueError:
-            self.close_connection = True
-            self._send(Reply(400, {"Content-Type": "text/plain"}, b"malformed request body\n"))
-            return
-        path = self.path
-        if "://" in path.split("/", 1)[0] + "/" and path.count("/") >= 3:
-            path = "/" + path.split("/", 3)[3]  # an absolute URL: its path
-        try:
-            reply = self.server.endpoint.answer(self.command, path, dict(self.headers.items()), body)
-        except Exception as error:  # the child gets an answer, whatever went wrong here
-            reply = gave_up(f"pytest-hfsnapshot's session endpoint failed: {type(error).__name__}: {error}")
-        self._send(reply)
-
-    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _handle
-
-    def _body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks: list[bytes] = []
-            total = 0
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(chunks)
-                total += size
-                if total > _MAX_BODY:
-                    raise ValueError("body too large")
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        if length < 0 or length > _MAX_BODY:
-            raise ValueError("bad length")
-        return self.rfile.read(length) if length else b""
-
-    def _send(self, reply: Reply) -> None:
-        try:
-            self.send_response(reply.status)
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(reply.length))
-            self.end_headers()
-            if self.command == "HEAD":
-                return
-            if reply.file is not None and reply.span is not None:
-                with open(reply.file, "rb") as handle:
-                    self.connection.sendfile(handle, reply.span[0], reply.length)
-            elif reply.body:
-                self.wfile.write(reply.body)
-        except OSError:
-            self.close_connection = True  # the child went away
 
 
 __all__ = ["DirectConnection", "SessionEndpoint"]

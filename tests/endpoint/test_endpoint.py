@@ -171,8 +171,7 @@ def test_it_listens_on_loopback_only_and_nothing_is_left_once_closed(local_hub: 
     url = served.url
     port = served.endpoint.port
     assert url.startswith(f"http://127.0.0.1:{port}/")
-    listening = served.endpoint._server
-    assert listening is not None and listening.server_address[0] == "127.0.0.1"
+    assert served.endpoint.address == ("127.0.0.1", port)
     # A child's keep-alive connection, made and used during the session.
     kept_open = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     kept_open.request("GET", url[len(only_origin(url)) :] + "/org/tiny/resolve/main/config.json")

@@ -213,7 +213,7 @@ def test_the_hooks_go_on_huggingface_hub_when_a_test_first_imports_it(
         test_late="""
 import sys
 
-HEAVY = ("huggingface_hub.file_download", "huggingface_hub.errors", "httpx", "httpx2", "filelock")
+HEAVY = ("huggingface_hub.file_download", "huggingface_hub.errors", "httpx", "httpx2", "filelock", "http.server")
 
 def test_before():
     assert [name for name in HEAVY if name in sys.modules] == []
