@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.hub import gate
-from ..core.hub.retry import Backoff, chain, classify, rate_limit_reset, transient_status
+from ..core.hub.causes import chain
+from ..core.hub.retry import Backoff, classify, rate_limit_reset, transient_status
 from ..errors import RateLimitError
 from ..request import is_commit
 from .replies import Reply, for_error, gave_up, hub_error

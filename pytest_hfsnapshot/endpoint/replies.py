@@ -8,7 +8,7 @@ import dataclasses
 import json
 from typing import Any
 
-from ..core.hub.retry import chain, safe_attr
+from ..core.hub.causes import chain, safe_attr
 from ..errors import HfSnapshotError
 
 #: The answer to a request that lacks the session's secret (no detail of the session in it).

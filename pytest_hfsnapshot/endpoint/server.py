@@ -1,8 +1,7 @@
 """The session endpoint: loopback only, a random port, the session's secret in every path.
 
 A child's ``HF_ENDPOINT`` is ``http://127.0.0.1:<port>/<secret>/<test>``: the secret keeps out what is
-not the session's (403), ``<test>`` names the test its loads are recorded under. A file on
-``/resolve/`` is served by :mod:`.files`, anything else by :mod:`.proxy`; nothing is logged.
+not the session's (403), ``<test>`` names the test its loads are recorded under (:mod:`.answers`).
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import contextlib
 import dataclasses
 import hmac
 import json
-import os
 import secrets
 import selectors
 import socket
@@ -20,17 +18,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.cache import layout
-from ..core.hub import credentials, hub_calls
 from ..core.implicit.observe import Observer
 from ..core.implicit.uses import SESSION
-from ..errors import HfSnapshotError
 from ..settings import Settings
-from . import files, proxy
-from .access import Access, bearer
-from .replies import Reply, gave_up, no_secret
+from .access import Access
+from .replies import Reply, no_secret
 
 if TYPE_CHECKING:
+    from .answers import Answers
     from .serving import Server
 
 #: Where a child's start-up hook reports a connection past the endpoint (``_startup/sitecustomize.py``).
@@ -70,6 +65,7 @@ class SessionEndpoint:
         self.access = Access(self.upstream, self.cache_dir)
         observer.listen(self.access.seen)
         self._listener: _Listener | None = None
+        self._made: Answers | None = None
         #: The connections children reported past the endpoint, the first test of each (host, where).
         self._direct: dict[tuple[str, str], DirectConnection] = {}
 
@@ -127,26 +123,6 @@ class SessionEndpoint:
             self._direct.setdefault((host, where), DirectConnection(host, where, phase))
         return Reply(204)
 
-    def _read(self, body: bytes) -> Reply:
-        """A child's huggingface_hub took a file from the cache (its start-up hook says which, and at
-        which revision it was asked): under ``manage`` it is verified and repaired before the child's
-        call returns, and it is recorded under the test that started the child."""
-        try:
-            data = json.loads(body)
-            path, revision = os.path.abspath(str(data["path"])), str(data.get("revision") or "")
-        except (ValueError, KeyError, TypeError, AttributeError):
-            path, revision = "", ""
-        place = layout.snapshot_file(path) if path else None
-        if place is None or not os.path.isfile(path):
-            return Reply(400, {"Content-Type": "text/plain"}, b"a read names a file of a snapshot in a cache\n")
-        try:
-            self.observer.read_from_cache(
-                place.cache_dir, place.repo_type, place.repo_id, revision or place.commit, place.commit, place.relpath
-            )
-        except HfSnapshotError as error:  # the file could not be made right: the child's call fails with this
-            return gave_up(str(error))
-        return Reply(204)
-
     # --- one request ----------------------------------------------------------------------------
     def answer(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """The reply to one request (``path``: as sent, secret and test first)."""
@@ -157,41 +133,20 @@ class SessionEndpoint:
             phase = self._phases.get(name, SESSION)
         if rest == DIRECT_ROUTE and method == "POST":
             return self._reported(phase, body)
+        answers = self._answers()
+        if rest == READ_ROUTE and method == "POST":
+            return answers.read(phase, headers, body)
         here = f"http://127.0.0.1:{self.port}/{self._secret}/{name}"
-        token = bearer(_header(headers, "authorization"))
-        target = "/" + rest
-        observer = self.observer
-        offline = observer.offline()
-        with observer.recorder.acting_for(phase), credentials.sending(token):
-            if rest == READ_ROUTE and method == "POST":
-                return self._read(body)
-            call = hub_calls.parse(self.upstream + target, self.upstream)
-            if call is not None and call.kind == "file" and method in ("GET", "HEAD"):
-                return files.serve(
-                    call,
-                    method,
-                    _header(headers, "range"),
-                    token=token,
-                    cache_dir=self.cache_dir(),
-                    access=self.access,
-                    offline=offline,
-                    observer=observer,
-                )
-            retries = self._settings().retries if observer.manages else None
-            reply = proxy.forward(
-                method, target, headers, body, upstream=self.upstream, here=here, retries=retries, offline=offline
-            )
-            if call is not None and call.kind in ("revision", "info"):
-                # The commit a branch resolved to, which the child's later loads by commit name: read
-                # here, where the answer is read anyway (huggingface_hub's own client leaves it unread).
-                commit = proxy.commit_in(reply)
-                if commit is not None:
-                    observer.recorder.note(call.repo_type, call.repo_id, call.revision, commit=commit)
-            return reply
+        return answers.answer(phase, method, rest, headers, body, here=here)
 
+    def _answers(self) -> Answers:
+        """What answers past the secret, made on the first request (its modules cost a start-up)."""
+        with self._lock:
+            if self._made is None:
+                from .answers import Answers
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    return next((value for key, value in headers.items() if key.lower() == name), None)
+                self._made = Answers(self.observer, self.access, self.upstream, self._settings, self.cache_dir)
+            return self._made
 
 
 class _Listener:

@@ -9,7 +9,7 @@ import pytest
 from conftest import raised_from
 from huggingface_hub import errors as hf_errors
 
-from pytest_hfsnapshot.core.hub import retry
+from pytest_hfsnapshot.core.hub import causes, retry
 from pytest_hfsnapshot.core.hub.refusals import auth_message, auth_repo, classify_auth, replay_refused, skips
 from pytest_hfsnapshot.errors import AuthError, TransientError
 
@@ -87,7 +87,7 @@ def test_classify_through_implicit_context() -> None:
 def test_exception_chain_survives_cycles() -> None:
     first, second = ValueError("a"), KeyError("b")
     first.__cause__, second.__context__ = second, first
-    assert list(retry.chain(first)) == [first, second]
+    assert list(causes.chain(first)) == [first, second]
     assert classify_auth(first) is None
 
 

@@ -22,7 +22,7 @@ from ...request import SnapshotRequest
 from ...settings import say
 from ..cache.formats import count
 from ..cache.verify import ExpectedFile
-from ..hub import gate, outage, refusals, retry
+from ..hub import causes, gate, outage, refusals, retry
 from . import space
 
 
@@ -171,9 +171,12 @@ def failed_file(error: BaseException) -> str | None:
 
 def _request_urls(error: BaseException) -> Iterator[str]:
     """The URL of each request found in ``error``'s chain (on the exception, or on its response)."""
-    for link in retry.chain(error):
-        for holder in (retry.safe_attr(link, "request"), retry.safe_attr(retry.safe_attr(link, "response"), "request")):
-            url = retry.safe_attr(holder, "url")
+    for link in causes.chain(error):
+        for holder in (
+            causes.safe_attr(link, "request"),
+            causes.safe_attr(causes.safe_attr(link, "response"), "request"),
+        ):
+            url = causes.safe_attr(holder, "url")
             if url is not None:
                 yield str(url)
 

@@ -17,7 +17,7 @@ from .._hf_compat import has_shared_blob, shared_store_enabled
 from ..cache.formats import count, human_size
 from ..cache.layout import RepoCache
 from ..cache.verify import ExpectedFile
-from ..hub import retry
+from ..hub import causes
 
 #: The smallest margin kept free beyond the bytes to fetch: what the count leaves out (the
 #: listing, refs, locks, our record).
@@ -203,7 +203,7 @@ def written_path(error: BaseException) -> tuple[str | None, str | None]:
     A download's failed write names no file of the repo: the engine knows which files it was
     fetching, and says those instead.
     """
-    for link in retry.chain(error):
+    for link in causes.chain(error):
         if isinstance(link, OSError) and isinstance(link.filename, str) and link.filename:
             return os.path.basename(link.filename), os.path.dirname(link.filename)
     return None, None

@@ -9,7 +9,7 @@ from ...errors import AuthError
 from ...request import repo_path
 from ...settings import pytest_command
 from . import retry
-from .retry import chain
+from .causes import chain, safe_attr
 
 #: Values of :attr:`pytest_hfsnapshot.errors.AuthError.reason`, also returned by :func:`classify_auth`.
 AUTH_REASONS = ("gated", "unauthorized", "not_found_or_private", "invalid_token")
@@ -68,7 +68,7 @@ def auth_repo(exc: BaseException) -> tuple[str, str] | None:
         repo_type = getattr(found, "repo_type", None)
         return repo_id, repo_type if isinstance(repo_type, str) and repo_type else "model"
     # huggingface_hub 1.x errors do not carry the repo: read it from the refused URL.
-    url = getattr(retry.safe_attr(found, "response"), "url", None)
+    url = getattr(safe_attr(found, "response"), "url", None)
     return _repo_from_url(str(url)) if url is not None else None
 
 

@@ -9,12 +9,13 @@ import random
 import re
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from ...errors import HfSnapshotError
 from .._hf_compat import hub_major
+from .causes import chain, safe_attr
 
 T = TypeVar("T")
 Kind = Literal["auth", "revision_not_found", "entry_not_found", "transient", "disk", "fatal"]
@@ -94,27 +95,6 @@ class Classification:
     errno: int | None = None
     #: The decisive exception is hf_xet's report of a transfer it made (see :func:`xet_report`).
     by_xet: bool = False
-
-
-def chain(error: BaseException) -> Iterator[BaseException]:
-    """The exception and every cause or context behind it (breadth first), each once."""
-    seen: set[int] = set()
-    pending: list[BaseException] = [error]
-    while pending:
-        current = pending.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        pending.extend(link for link in (current.__cause__, current.__context__) if link is not None)
-
-
-def safe_attr(obj: object, name: str) -> Any:
-    """``getattr`` that survives httpx's request/response properties, which raise when unset."""
-    try:
-        return getattr(obj, name, None)
-    except RuntimeError:
-        return None
 
 
 def transient_status(status: int) -> bool:

@@ -1,0 +1,109 @@
+"""A session process's request past the secret: a file from the cache (:mod:`.files`), the rest upstream."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+from ..core.cache import layout
+from ..core.hub import credentials, hub_calls
+from ..core.implicit.observe import Observer
+from ..errors import HfSnapshotError
+from ..settings import Settings
+from . import files, proxy
+from .access import Access, bearer
+from .replies import Reply, gave_up
+
+
+class Answers:
+    """The endpoint's answers, each given for the test that started the process (``phase``) with the
+    token it sent: recorded, and under ``manage`` made ready, as that test's own loads are."""
+
+    def __init__(
+        self,
+        observer: Observer,
+        access: Access,
+        upstream: str,
+        settings: Callable[[], Settings],
+        cache_dir: Callable[[], Path],
+    ) -> None:
+        self.observer = observer
+        self.access = access
+        self.upstream = upstream
+        self._settings = settings
+        self._cache_dir = cache_dir
+
+    @contextlib.contextmanager
+    def _acting(self, phase: str, headers: Mapping[str, str]) -> Iterator[str | None]:
+        token = bearer(_header(headers, "authorization"))
+        with self.observer.recorder.acting_for(phase), credentials.sending(token):
+            yield token
+
+    def read(self, phase: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        """A child's huggingface_hub took a file from the cache (its start-up hook says which, and at
+        which revision it was asked): under ``manage`` it is verified and repaired before the child's
+        call returns, and it is recorded under the test that started the child."""
+        try:
+            data = json.loads(body)
+            path, revision = os.path.abspath(str(data["path"])), str(data.get("revision") or "")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            path, revision = "", ""
+        place = layout.snapshot_file(path) if path else None
+        if place is None or not os.path.isfile(path):
+            return Reply(400, {"Content-Type": "text/plain"}, b"a read names a file of a snapshot in a cache\n")
+        with self._acting(phase, headers):
+            try:
+                self.observer.read_from_cache(
+                    place.cache_dir,
+                    place.repo_type,
+                    place.repo_id,
+                    revision or place.commit,
+                    place.commit,
+                    place.relpath,
+                )
+            except HfSnapshotError as error:  # the file could not be made right: the child's call fails with this
+                return gave_up(str(error))
+        return Reply(204)
+
+    def answer(
+        self, phase: str, method: str, rest: str, headers: Mapping[str, str], body: bytes, *, here: str
+    ) -> Reply:
+        """The reply to a request for ``rest`` (the path past the secret and the test); ``here``: the URL
+        the child reached the endpoint at, which redirects are rewritten to."""
+        target = "/" + rest
+        observer = self.observer
+        offline = observer.offline()
+        with self._acting(phase, headers) as token:
+            call = hub_calls.parse(self.upstream + target, self.upstream)
+            if call is not None and call.kind == "file" and method in ("GET", "HEAD"):
+                return files.serve(
+                    call,
+                    method,
+                    _header(headers, "range"),
+                    token=token,
+                    cache_dir=self._cache_dir(),
+                    access=self.access,
+                    offline=offline,
+                    observer=observer,
+                )
+            retries = self._settings().retries if observer.manages else None
+            reply = proxy.forward(
+                method, target, headers, body, upstream=self.upstream, here=here, retries=retries, offline=offline
+            )
+            if call is not None and call.kind in ("revision", "info"):
+                # The commit a branch resolved to, which the child's later loads by commit name: read
+                # here, where the answer is read anyway (huggingface_hub's own client leaves it unread).
+                commit = proxy.commit_in(reply)
+                if commit is not None:
+                    observer.recorder.note(call.repo_type, call.repo_id, call.revision, commit=commit)
+            return reply
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    return next((value for key, value in headers.items() if key.lower() == name), None)
+
+
+__all__ = ["Answers"]
