@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--smoke", action="store_true", help="small sizes, no targets enforced (CI)")
     size.add_argument("--quick", action="store_true", help="middle sizes")
     parser.add_argument("--only", default="", help=f"comma-separated workloads of: {', '.join(WORKLOADS)}")
+    parser.add_argument("--skip", default="", help="comma-separated workloads to leave out")
     parser.add_argument("--transport", choices=list(TRANSPORTS), help="per-transport workloads on this one only")
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed (not with --smoke)")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "latest.json", help="where the JSON goes")
@@ -40,9 +41,11 @@ def main(argv: list[str] | None = None) -> int:
 
     profile = PROFILES["smoke" if args.smoke else "quick" if args.quick else "full"]
     chosen = [w.strip() for w in args.only.split(",") if w.strip()] or list(WORKLOADS)
-    unknown = [w for w in chosen if w not in WORKLOADS]
+    skipped = {w.strip() for w in args.skip.split(",") if w.strip()}
+    unknown = [w for w in [*chosen, *sorted(skipped)] if w not in WORKLOADS]
     if unknown:
         parser.error(f"unknown workload(s) {unknown}; choose from {', '.join(WORKLOADS)}")
+    chosen = [w for w in chosen if w not in skipped]
 
     meter = CpuMeter()
     workdir = Path(tempfile.mkdtemp(prefix="hfsnapshot-bench-", dir=args.workdir))
