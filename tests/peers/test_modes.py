@@ -616,15 +616,9 @@ def test_cli_prefetch_with_pins_fetches_the_recorded_paths(
     filled_hub(local_hub, baseline)
     pins_file = write_pins(pytester.path / "pins.json", baseline.pins())
 
-    done = subprocess.run(
-        [SCRIPT, "prefetch", "--pins", str(pins_file), "--cache-dir", str(local_hub.cache_dir)],
-        cwd=pytester.path,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-    )
+    code, output = prefetch("cli", pytester, local_hub, pins_file)
 
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert code == 0, output
     wanted = {
         resolve_path(k, entry["commit"], path) for k, entry in baseline.entries.items() for path in entry["files"]
     }
@@ -861,19 +855,13 @@ def test_files_that_are_not_repo_paths_are_a_usage_error(
     pins_file = write_pins(pytester.path / "pins.json", [entry])
 
     result = run(pytester, local_hub, "--hf-pins=pins.json")
-    done = subprocess.run(
-        [SCRIPT, "prefetch", "--pins", str(pins_file), "--cache-dir", str(local_hub.cache_dir)],
-        cwd=pytester.path,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-    )
+    code, prefetched = prefetch("cli", pytester, local_hub, pins_file)
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     output = result.stdout.str() + result.stderr.str()
     assert "pins.json" in output and "peers/odd" in output and "files" in output, output
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "pins.json" in done.stderr + done.stdout and "peers/odd" in done.stderr + done.stdout
+    assert code == 2, prefetched
+    assert "pins.json" in prefetched and "peers/odd" in prefetched
     assert local_hub.requests == []
 
 
