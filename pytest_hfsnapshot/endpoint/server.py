@@ -89,10 +89,10 @@ class SessionEndpoint:
 
     @property
     def address(self) -> tuple[str, int]:
+        """The host and port it listens on."""
         if self._listener is None:
             raise RuntimeError("the session endpoint is not serving")
-        host, port = self._listener.socket.getsockname()[:2]
-        return str(host), int(port)
+        return self._listener.address
 
     @property
     def port(self) -> int:
@@ -156,6 +156,8 @@ class _Listener:
     def __init__(self, endpoint: SessionEndpoint) -> None:
         self.endpoint = endpoint
         self.socket = socket.create_server(("127.0.0.1", 0))
+        host, port = self.socket.getsockname()[:2]
+        self.address = (str(host), int(port))
         # A connection reset between select and accept must not block the loop (accept then fails).
         self.socket.setblocking(False)
         self._wake, self._woken = socket.socketpair()
