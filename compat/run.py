@@ -84,7 +84,9 @@ def child_env(hub: LocalHub, home: Path, outcomes: Path) -> dict[str, str]:
     env["COMPAT_OUTCOMES"] = str(outcomes)
     # hf_xet retries a failed CAS request itself, after seconds of back-off by default.
     env["HF_XET_CLIENT_RETRY_BASE_DELAY"] = "10ms"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # .pyc files written and reused: the env is installed without them (uv compiles none), and each
+    # run would otherwise compile datasets and everything it imports again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
