@@ -19,7 +19,7 @@ from .test_session import TIMEOUT, implicit_rows, run
 pytest.importorskip("outlines_core")
 
 #: A byte-pair tokenizer of three tokens; ``generation_config.json`` names ``b`` as its EOS.
-TOKENIZER = {
+TOKENIZER: dict[str, object] = {
     "version": "1.0",
     "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]},
     "added_tokens": [],
