@@ -29,12 +29,14 @@ class Answers:
         upstream: str,
         settings: Callable[[], Settings],
         cache_dir: Callable[[], Path],
+        before_upstream: Callable[[], None] = lambda: None,
     ) -> None:
         self.observer = observer
         self.access = access
         self.upstream = upstream
         self._settings = settings
         self._cache_dir = cache_dir
+        self._before_upstream = before_upstream
 
     @contextlib.contextmanager
     def _acting(self, phase: str, headers: Mapping[str, str]) -> Iterator[str | None]:
@@ -76,6 +78,7 @@ class Answers:
         target = "/" + rest
         observer = self.observer
         offline = observer.offline()
+        self._before_upstream()
         with self._acting(phase, headers) as token:
             call = hub_calls.parse(self.upstream + target, self.upstream)
             if call is not None and call.kind == "file" and method in ("GET", "HEAD"):
@@ -89,6 +92,10 @@ class Answers:
                     offline=offline,
                     observer=observer,
                 )
+            listed = hub_calls.refs_of(self.upstream + target, self.upstream) if method == "GET" else None
+            made = observer.local_refs(*listed) if listed is not None else None
+            if made is not None:
+                return Reply(made.status, dict(made.headers), made.body)
             retries = self._settings().retries if observer.manages else None
             reply = proxy.forward(
                 method, target, headers, body, upstream=self.upstream, here=here, retries=retries, offline=offline
@@ -99,6 +106,11 @@ class Answers:
                 commit = proxy.commit_in(reply)
                 if commit is not None:
                     observer.recorder.note(call.repo_type, call.repo_id, call.revision, commit=commit)
+            elif listed is not None:
+                # llama.cpp's -hf takes main's commit from the refs and loads by commit: main's loads.
+                commit = proxy.main_in(reply)
+                if commit is not None:
+                    observer.recorder.note(*listed, "main", commit=commit)
             return reply
 
 

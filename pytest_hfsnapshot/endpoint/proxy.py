@@ -108,6 +108,22 @@ def commit_in(reply: Reply) -> str | None:
     return sha if isinstance(sha, str) and is_commit(sha) else None
 
 
+def main_in(reply: Reply) -> str | None:
+    """The commit a refs answer names for the ``main`` branch, if it names one."""
+    if reply.status != 200 or b'"branches"' not in reply.body:
+        return None
+    try:
+        data = json.loads(reply.body)
+    except ValueError:
+        return None
+    branches = data.get("branches") if isinstance(data, dict) else None
+    for branch in branches if isinstance(branches, list) else ():
+        if isinstance(branch, dict) and branch.get("name") == "main":
+            commit = branch.get("targetCommit")
+            return commit if isinstance(commit, str) and is_commit(commit) else None
+    return None
+
+
 def _answer(response: Any, content: bytes, *, upstream: str, here: str) -> Reply:
     headers: dict[str, str] = {}
     for name, value in response.headers.multi_items():
@@ -146,4 +162,4 @@ def _without_xet(content: bytes, headers: Mapping[str, str]) -> bytes:
     return json.dumps(data).encode()
 
 
-__all__ = ["commit_in", "forward"]
+__all__ = ["commit_in", "forward", "main_in"]

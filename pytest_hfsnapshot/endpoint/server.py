@@ -47,16 +47,25 @@ class SessionEndpoint:
     """The Hub's HTTP API for the processes of one session, served from this process under ``observer``.
 
     ``settings``: the session's (retries, verification). ``cache_dir``: the cache the children use,
-    which their loads are made ready in (default: the settings' cache). The upstream is the endpoint
-    ``observer`` talks to when the endpoint is made: huggingface_hub's ``constants.ENDPOINT`` here.
+    which their loads are made ready in (default: the settings' cache). ``before_upstream``: called
+    before a child's request is answered, to put huggingface_hub's requests through the session's
+    gate and the observer's hooks even where this process has not loaded its download module. The
+    upstream is the endpoint ``observer`` talks to when the endpoint is made: huggingface_hub's
+    ``constants.ENDPOINT`` here.
     """
 
     def __init__(
-        self, observer: Observer, settings: Callable[[], Settings], cache_dir: Callable[[], Path] | None = None
+        self,
+        observer: Observer,
+        settings: Callable[[], Settings],
+        cache_dir: Callable[[], Path] | None = None,
+        *,
+        before_upstream: Callable[[], None] = lambda: None,
     ) -> None:
         self.observer = observer
         self._settings = settings
         self._cache_dir = cache_dir
+        self._before_upstream = before_upstream
         self.upstream = observer.endpoint().rstrip("/")
         self._secret = secrets.token_urlsafe(24)
         self._lock = threading.Lock()
@@ -145,7 +154,9 @@ class SessionEndpoint:
             if self._made is None:
                 from .answers import Answers
 
-                self._made = Answers(self.observer, self.access, self.upstream, self._settings, self.cache_dir)
+                self._made = Answers(
+                    self.observer, self.access, self.upstream, self._settings, self.cache_dir, self._before_upstream
+                )
             return self._made
 
 

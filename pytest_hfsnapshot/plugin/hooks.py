@@ -68,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if implicit:
         from .implicit import ImplicitSession
 
-        state.implicit = ImplicitSession(config, options, state.session_id)
+        state.implicit = ImplicitSession(config, options, state.session_id, install_gate=state.install_gate)
         config.pluginmanager.register(state.implicit, "hfsnapshot-implicit")
         state.install_gate_on_import()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,14 @@ _PINS_HINT = "hf-pins.json"
 class ImplicitSession:
     """This process's part of implicit Hub use: registered as a plugin when the mode is not ``off``."""
 
-    def __init__(self, config: pytest.Config, options: Options, session_id: str) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        options: Options,
+        session_id: str,
+        *,
+        install_gate: Callable[[], None] = lambda: None,
+    ) -> None:
         from huggingface_hub import constants
 
         self.config = config
@@ -59,7 +66,10 @@ class ImplicitSession:
         if _runs_tests(config):
             # The children's cache is the one they inherit (HF_HUB_CACHE), as library code's calls here use.
             self.endpoint = SessionEndpoint(
-                self.observer, lambda: options.settings(session_id), lambda: Path(constants.HF_HUB_CACHE)
+                self.observer,
+                lambda: options.settings(session_id),
+                lambda: Path(constants.HF_HUB_CACHE),
+                before_upstream=install_gate,
             )
             self.endpoint.start()
             self._children = ChildEnvironment(

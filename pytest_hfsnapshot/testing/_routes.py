@@ -445,14 +445,19 @@ def _gated(repo: Repo) -> Reply:
 
 
 def _cdn_target(raw_path: str) -> tuple[str, str, str, str] | None:
-    """``(repo_type, repo_id, commit, path)`` named by a CDN path ``/cdn/{type}s/{repo}/{commit}/{path}``."""
+    """``(repo_type, repo_id, commit, path)`` named by a CDN path ``/cdn/{type}s/{repo}/{commit}/{path}``.
+
+    The repo id is one encoded segment as :meth:`Routes._cdn_location` writes it, or two when the
+    client decoded its ``%2F`` before following the redirect (llama.cpp's HTTP client does).
+    """
     segments = raw_path.split("/")[1:]
     if len(segments) < 5 or segments[0] != "cdn" or segments[1] not in _API_PLURALS:
         return None
-    commit, path = segments[3], "/".join(unquote(s) for s in segments[4:])
-    if not is_commit(commit.lower()) or not path:
+    at = next((i for i in (3, 4) if i < len(segments) - 1 and is_commit(segments[i].lower())), None)
+    if at is None:
         return None
-    return _API_PLURALS[segments[1]], unquote(segments[2]), commit, path
+    repo_id = "/".join(unquote(s) for s in segments[2:at])
+    return _API_PLURALS[segments[1]], repo_id, segments[at], "/".join(unquote(s) for s in segments[at + 1 :])
 
 
 def _bearer(headers: Mapping[str, str]) -> str | None:

@@ -8,6 +8,8 @@ No Python code of huggingface_hub runs for that file, so only the session endpoi
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +119,147 @@ def test_offline_a_rust_client_is_served_from_the_cache_and_its_miss_is_named_in
     offline.assert_outcomes(passed=1, failed=1)
     assert local_hub.requests == []
     assert offline_miss_line("org/unlisted@main", "tokenizer.json", pins) in offline.stdout.str()
+
+
+# --- llama.cpp's -hf ---------------------------------------------------------------------------------
+
+#: llama.cpp's ``llama-tokenize``: ``-hf`` asks ``/api/models/REPO/refs`` for ``main``'s commit, lists the
+#: tree at that commit and downloads the GGUF through ``/resolve/COMMIT/``, into ``HF_HUB_CACHE``.
+#: Not installed by ``tox`` (there is no llama.cpp wheel with its tools): the tests run where it is on PATH.
+LLAMA = shutil.which("llama-tokenize")
+needs_llama = pytest.mark.skipif(LLAMA is None, reason="llama.cpp's llama-tokenize is not on PATH")
+#: A vocabulary-only GGUF (bert's, from llama.cpp's own test models): what ``llama-tokenize`` loads.
+VOCAB = "ggml-vocab-bert-bge.gguf"
+
+LLAMA_SUITE = f'''
+import subprocess
+
+def tokenize(repo):
+    done = subprocess.run([{LLAMA!r}, "-hf", repo + ":Q8_0", "-p", "hello world", "--ids", "--log-disable"],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+def test_llama():
+    assert tokenize("org/vocab-GGUF") == "[101, 7592, 2088, 102]"
+'''
+
+
+def vocab_gguf() -> dict[str, bytes | str]:
+    assert LLAMA is not None
+    found = [p for p in (Path(LLAMA).parent, *Path(LLAMA).parents) if (p / VOCAB).is_file()]
+    if not found:
+        pytest.skip(f"{VOCAB} is not beside llama-tokenize")
+    return {"vocab-Q8_0.gguf": (found[0] / VOCAB).read_bytes(), "README.md": "# a vocabulary\n"}
+
+
+@needs_llama
+@pytest.mark.transports("xet", "http")
+def test_llama_cpp_is_served_past_faults_recorded_and_pinned(
+    pytester: pytest.Pytester, local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gguf = vocab_gguf()
+    old = local_hub.add_repo("org/vocab-GGUF", gguf)
+    pytester.makepyfile(test_llama=LLAMA_SUITE)
+    pins = pytester.path / "pins.json"
+    run(pytester, local_hub, f"--hf-pins={pins}", "--hf-update-pins").assert_outcomes(passed=1)
+    recorded = {entry["repo_id"]: entry for entry in json.loads(pins.read_text())}
+    assert recorded["org/vocab-GGUF"]["commit"] == old
+    assert recorded["org/vocab-GGUF"]["files"] == ["vocab-Q8_0.gguf"]
+    local_hub.add_repo("org/vocab-GGUF", {**gguf, "README.md": "# moved on\n"})
+    assert local_hub.cache_dir is not None
+    cold = local_hub.cache_dir.parent / "cold"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cold))  # llama.cpp's cache (it reads no option of the plugin's)
+    weights = "*/org/vocab-GGUF/resolve/*/vocab-Q8_0.gguf"
+    local_hub.fail(weights, 503, times=2)
+    local_hub.cut(weights, 4096)
+    local_hub.reset_counters()
+
+    result = pytester.runpytest_subprocess(
+        f"--hf-cache-dir={cold}", "--hf-implicit=manage", f"--hf-pins={pins}", "-p", "no:cacheprovider", timeout=TIMEOUT
+    )
+
+    result.assert_outcomes(passed=1)
+    assert local_hub.pending_faults() == []
+    assert [path for _, path, _ in local_hub.requests if "main" in path.split("?")[0].split("/")] == []
+    assert [path for _, path, _ in local_hub.requests if path.endswith("/refs")] == []
+
+
+@needs_llama
+def test_llama_cpp_offline_is_served_from_the_cache(
+    pytester: pytest.Pytester, local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local_hub.add_repo("org/vocab-GGUF", vocab_gguf())
+    pytester.makepyfile(test_llama=LLAMA_SUITE)
+    pins = pytester.path / "pins.json"
+    run(pytester, local_hub, f"--hf-pins={pins}", "--hf-update-pins").assert_outcomes(passed=1)
+    assert local_hub.cache_dir is not None
+    cold = local_hub.cache_dir.parent / "ci-cache"
+    prefetch = pytester.runpytest_subprocess(
+        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-prefetch-only", "-p", "no:cacheprovider", timeout=TIMEOUT
+    )
+    assert prefetch.ret == 0, prefetch.stdout.str()
+    local_hub.reset_counters()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cold))
+
+    offline = pytester.runpytest_subprocess(
+        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-offline", "-p", "no:cacheprovider", "-rfE", timeout=TIMEOUT
+    )
+
+    offline.assert_outcomes(passed=1)
+    assert local_hub.requests == []
+    assert implicit_rows(offline.stdout.str())["org/vocab-GGUF@main"].endswith("(first: test_llama.py::test_llama)")
+
+
+# --- llama.cpp's requests, spelled with urllib: what runs where llama.cpp is not installed --------------
+
+LIKE_LLAMA = """
+import json, os, urllib.request
+
+def get(path):
+    with urllib.request.urlopen(os.environ["HF_ENDPOINT"] + path) as answer:
+        return answer.read()
+
+def test_like_llama():
+    refs = json.loads(get("/api/models/org/like-GGUF/refs"))
+    commit = next(branch["targetCommit"] for branch in refs["branches"] if branch["name"] == "main")
+    tree = json.loads(get(f"/api/models/org/like-GGUF/tree/{commit}?recursive=true"))
+    assert [entry["path"] for entry in tree] == ["README.md", "model-Q8_0.gguf"]
+    print("LOADED", commit, get(f"/org/like-GGUF/resolve/{commit}/model-Q8_0.gguf").decode())
+"""
+LIKE_FILES = {"model-Q8_0.gguf": "GGUF weights", "README.md": "# a model\n"}
+
+
+def test_a_repos_refs_are_the_pinned_ones_online_and_offline_and_ask_the_hub_nothing(
+    pytester: pytest.Pytester, local_hub: LocalHub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = local_hub.add_repo("org/like-GGUF", LIKE_FILES)
+    pytester.makepyfile(test_like=LIKE_LLAMA)
+    pins = pytester.path / "pins.json"
+    run(pytester, local_hub, "-s", f"--hf-pins={pins}", "--hf-update-pins").stdout.fnmatch_lines(
+        [f"*LOADED {old} GGUF weights*"]
+    )
+    assert json.loads(pins.read_text())[0]["files"] == ["model-Q8_0.gguf"]
+    local_hub.add_repo("org/like-GGUF", {**LIKE_FILES, "model-Q8_0.gguf": "moved on"})
+    local_hub.reset_counters()
+
+    managed = run(pytester, local_hub, "-s", "--hf-implicit=manage", f"--hf-pins={pins}")
+
+    managed.stdout.fnmatch_lines([f"*LOADED {old} GGUF weights*"])
+    assert [path for _, path, _ in local_hub.requests if path.endswith("/refs") or "/main" in path] == []
+    assert local_hub.cache_dir is not None
+    cold = local_hub.cache_dir.parent / "ci-cache"
+    prefetch = pytester.runpytest_subprocess(
+        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-prefetch-only", "-p", "no:cacheprovider", timeout=TIMEOUT
+    )
+    assert prefetch.ret == 0, prefetch.stdout.str()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cold))
+    local_hub.reset_counters()
+
+    offline = pytester.runpytest_subprocess(
+        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-offline", "-s", "-p", "no:cacheprovider", timeout=TIMEOUT
+    )
+
+    offline.stdout.fnmatch_lines([f"*LOADED {old} GGUF weights*"])
+    assert local_hub.requests == []
+    assert implicit_rows(offline.stdout.str())["org/like-GGUF@main"].endswith("(first: test_like.py::test_like_llama)")

@@ -54,6 +54,21 @@ def parse(url: str, endpoint: str) -> HubCall | None:
     return _file_call(parts)
 
 
+def refs_of(url: str, endpoint: str) -> tuple[str, str] | None:
+    """``(repo_type, repo_id)`` whose branches and tags ``url`` lists (``/api/models/org/name/refs``), or None.
+
+    It names no revision: llama.cpp's ``-hf`` resolves ``main`` with it, where huggingface_hub asks
+    ``/revision/main``.
+    """
+    base = endpoint.rstrip("/")
+    if not url.startswith(base + "/"):
+        return None
+    parts = urlsplit(url[len(base) :]).path.strip("/").split("/")
+    if len(parts) not in (4, 5) or parts[0] != "api" or parts[1] not in _TYPES or parts[-1] != "refs":
+        return None
+    return _TYPES[parts[1]], "/".join(unquote(p) for p in parts[2:-1])
+
+
 def _api_call(parts: list[str]) -> HubCall | None:
     if len(parts) < 2 or parts[0] not in _TYPES:
         return None
@@ -114,4 +129,4 @@ def with_revision(url: str, call: HubCall, commit: str) -> str:
     return url
 
 
-__all__ = ["HubCall", "Kind", "parse", "with_revision"]
+__all__ = ["HubCall", "Kind", "parse", "refs_of", "with_revision"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from ...request import is_commit
 from ..cache.layout import RepoCache
 from ..cache.pins import PinFile
 from ..hub.hub_calls import HubCall
@@ -75,6 +76,27 @@ def answer(call: HubCall, method: str, pin_file: PinFile | None, cache_dir: Path
         inside = [path for path in entries if path.startswith(prefix)]
         return _json([entries[p] for p in sorted(inside) if call.recursive or "/" not in p[len(prefix) :]], commit)
     return None
+
+
+def refs(pin_file: PinFile | None, repo_type: str, repo_id: str) -> Answer | None:
+    """The Hub's list of a repo's refs, each branch or tag the pin file records at its pinned commit; None
+    when it records none (a commit id is no ref; a refusal names no commit)."""
+    pinned = [
+        pin
+        for pin in (pin_file.pins.values() if pin_file is not None else ())
+        if (pin.repo_type, pin.repo_id) == (repo_type, repo_id)
+        and pin.commit is not None
+        and pin.refusal is None
+        and not is_commit(pin.revision)
+    ]
+    if not pinned:
+        return None
+    branches = [
+        {"name": pin.revision, "ref": f"refs/heads/{pin.revision}", "targetCommit": pin.commit}
+        for pin in sorted(pinned, key=lambda pin: pin.revision)
+    ]
+    body = json.dumps({"branches": branches, "converts": [], "tags": [], "pullRequests": []}).encode()
+    return Answer(200, {"Content-Type": "application/json"}, body)
 
 
 def refusal(code: str, commit: str | None = None) -> Answer:

@@ -221,6 +221,13 @@ class Observer:
             return None
         return local_answers.answer(call, str(request.method), pin_file, self._cache_dir(), _body(request))
 
+    def local_refs(self, repo_type: str, repo_id: str) -> local_answers.Answer | None:
+        """Offline, and under ``manage`` and ``fail``: a repo's refs as the pin file records them (no
+        request resolves a pinned branch); None where it records none, or under ``report``."""
+        if not (self.manages or self.offline()):
+            return None
+        return local_answers.refs(self._pin_file(), repo_type, repo_id)
+
     def handle(self, inner: Any, request: Any) -> Any:
         """The transport's step: offline, answer a recorded snapshot here and let nothing out."""
         if not self.offline():
