@@ -98,30 +98,29 @@ def forward(
 
 def commit_in(reply: Reply) -> str | None:
     """The commit a repo-info answer names (its ``sha``), if it is one."""
-    if reply.status != 200 or b'"sha"' not in reply.body:
-        return None
-    try:
-        data = json.loads(reply.body)
-    except ValueError:
-        return None
-    sha = data.get("sha") if isinstance(data, dict) else None
+    sha = _field(reply, "sha")
     return sha if isinstance(sha, str) and is_commit(sha) else None
 
 
 def main_in(reply: Reply) -> str | None:
     """The commit a refs answer names for the ``main`` branch, if it names one."""
-    if reply.status != 200 or b'"branches"' not in reply.body:
-        return None
-    try:
-        data = json.loads(reply.body)
-    except ValueError:
-        return None
-    branches = data.get("branches") if isinstance(data, dict) else None
+    branches = _field(reply, "branches")
     for branch in branches if isinstance(branches, list) else ():
         if isinstance(branch, dict) and branch.get("name") == "main":
             commit = branch.get("targetCommit")
             return commit if isinstance(commit, str) and is_commit(commit) else None
     return None
+
+
+def _field(reply: Reply, name: str) -> Any:
+    """The ``name`` field of a 200 answer's JSON object, or None (the body is searched before it is parsed)."""
+    if reply.status != 200 or f'"{name}"'.encode() not in reply.body:
+        return None
+    try:
+        data = json.loads(reply.body)
+    except ValueError:
+        return None
+    return data.get(name) if isinstance(data, dict) else None
 
 
 def _answer(response: Any, content: bytes, *, upstream: str, here: str) -> Reply:

@@ -16,7 +16,7 @@ import pytest
 from pytest_hfsnapshot.plugin.implicit import offline_miss_line
 from pytest_hfsnapshot.testing.hub import LocalHub
 
-from .test_session import TIMEOUT, implicit_rows, run
+from .test_session import TIMEOUT, implicit_rows, prefetched, run, run_offline
 
 pytest.importorskip("outlines_core")
 
@@ -104,17 +104,9 @@ def test_offline_a_rust_client_is_served_from_the_cache_and_its_miss_is_named_in
     pins = pytester.path / "pins.json"
     recorded = run(pytester, local_hub, f"--hf-pins={pins}", "--hf-update-pins", "test_router.py::test_router")
     recorded.assert_outcomes(passed=1)
-    assert local_hub.cache_dir is not None
-    cold = local_hub.cache_dir.parent / "ci-cache"
-    prefetch = pytester.runpytest_subprocess(
-        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-prefetch-only", "-p", "no:cacheprovider", timeout=TIMEOUT
-    )
-    assert prefetch.ret == 0, prefetch.stdout.str()
-    local_hub.reset_counters()
+    cold = prefetched(pytester, local_hub, pins)
 
-    offline = pytester.runpytest_subprocess(
-        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-offline", "-p", "no:cacheprovider", "-rfE", timeout=TIMEOUT
-    )
+    offline = run_offline(pytester, cold, pins)
 
     offline.assert_outcomes(passed=1, failed=1)
     assert local_hub.requests == []
@@ -131,7 +123,7 @@ needs_llama = pytest.mark.skipif(LLAMA is None, reason="llama.cpp's llama-tokeni
 #: A vocabulary-only GGUF (bert's, from llama.cpp's own test models): what ``llama-tokenize`` loads.
 VOCAB = "ggml-vocab-bert-bge.gguf"
 
-LLAMA_SUITE = f'''
+LLAMA_SUITE = f"""
 import subprocess
 
 def tokenize(repo):
@@ -142,7 +134,7 @@ def tokenize(repo):
 
 def test_llama():
     assert tokenize("org/vocab-GGUF") == "[101, 7592, 2088, 102]"
-'''
+"""
 
 
 def vocab_gguf() -> dict[str, bytes | str]:
@@ -193,18 +185,10 @@ def test_llama_cpp_offline_is_served_from_the_cache(
     pytester.makepyfile(test_llama=LLAMA_SUITE)
     pins = pytester.path / "pins.json"
     run(pytester, local_hub, f"--hf-pins={pins}", "--hf-update-pins").assert_outcomes(passed=1)
-    assert local_hub.cache_dir is not None
-    cold = local_hub.cache_dir.parent / "ci-cache"
-    prefetch = pytester.runpytest_subprocess(
-        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-prefetch-only", "-p", "no:cacheprovider", timeout=TIMEOUT
-    )
-    assert prefetch.ret == 0, prefetch.stdout.str()
-    local_hub.reset_counters()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cold))
+    cold = prefetched(pytester, local_hub, pins)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cold))  # llama.cpp's cache
 
-    offline = pytester.runpytest_subprocess(
-        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-offline", "-p", "no:cacheprovider", "-rfE", timeout=TIMEOUT
-    )
+    offline = run_offline(pytester, cold, pins)
 
     offline.assert_outcomes(passed=1)
     assert local_hub.requests == []
@@ -247,18 +231,10 @@ def test_a_repos_refs_are_the_pinned_ones_online_and_offline_and_ask_the_hub_not
 
     managed.stdout.fnmatch_lines([f"*LOADED {old} GGUF weights*"])
     assert [path for _, path, _ in local_hub.requests if path.endswith("/refs") or "/main" in path] == []
-    assert local_hub.cache_dir is not None
-    cold = local_hub.cache_dir.parent / "ci-cache"
-    prefetch = pytester.runpytest_subprocess(
-        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-prefetch-only", "-p", "no:cacheprovider", timeout=TIMEOUT
-    )
-    assert prefetch.ret == 0, prefetch.stdout.str()
+    cold = prefetched(pytester, local_hub, pins)
     monkeypatch.setenv("HF_HUB_CACHE", str(cold))
-    local_hub.reset_counters()
 
-    offline = pytester.runpytest_subprocess(
-        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-offline", "-s", "-p", "no:cacheprovider", timeout=TIMEOUT
-    )
+    offline = run_offline(pytester, cold, pins, "-s")
 
     offline.stdout.fnmatch_lines([f"*LOADED {old} GGUF weights*"])
     assert local_hub.requests == []

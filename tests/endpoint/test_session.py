@@ -105,6 +105,32 @@ def file_bytes_ratio(hub: LocalHub, sizes: dict[str, int]) -> float:
     return sent / sum(sizes.values())
 
 
+def prefetched(pytester: pytest.Pytester, hub: LocalHub, pins: Path) -> Path:
+    """A cache as a CI job starts from: the pin file's snapshots prefetched into a new folder. The hub's
+    counters are reset after."""
+    assert hub.cache_dir is not None
+    cold = hub.cache_dir.parent / "ci-cache"
+    prefetch = pytester.runpytest_subprocess(
+        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-prefetch-only", "-p", "no:cacheprovider", timeout=TIMEOUT
+    )
+    assert prefetch.ret == 0, prefetch.stdout.str()
+    hub.reset_counters()
+    return cold
+
+
+def run_offline(pytester: pytest.Pytester, cache: Path, pins: Path, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        f"--hf-cache-dir={cache}",
+        f"--hf-pins={pins}",
+        "--hf-offline",
+        "-p",
+        "no:cacheprovider",
+        "-rfE",
+        *args,
+        timeout=TIMEOUT,
+    )
+
+
 def pinned(path: Path, entries: Iterable[dict[str, object]]) -> Path:
     path.write_text(json.dumps(list(entries), indent=2) + "\n")
     return path
@@ -430,17 +456,9 @@ def test_tokenizer():
     run(pytester, local_hub, f"--hf-pins={pins}", "--hf-update-pins", "test_server.py::test_server").assert_outcomes(
         passed=1
     )
-    assert local_hub.cache_dir is not None
-    cold = local_hub.cache_dir.parent / "ci-cache"
-    prefetch = pytester.runpytest_subprocess(
-        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-prefetch-only", "-p", "no:cacheprovider", timeout=TIMEOUT
-    )
-    assert prefetch.ret == 0, prefetch.stdout.str()
-    local_hub.reset_counters()
+    cold = prefetched(pytester, local_hub, pins)
 
-    offline = pytester.runpytest_subprocess(
-        f"--hf-cache-dir={cold}", f"--hf-pins={pins}", "--hf-offline", "-p", "no:cacheprovider", "-rfE", timeout=TIMEOUT
-    )
+    offline = run_offline(pytester, cold, pins)
 
     offline.assert_outcomes(passed=1, failed=1)
     assert local_hub.requests == []
