@@ -200,8 +200,9 @@ def test_llama_cpp_offline_is_served_from_the_cache(
 LIKE_LLAMA = """
 import json, os, urllib.request
 
-def get(path):
-    with urllib.request.urlopen(os.environ["HF_ENDPOINT"] + path) as answer:
+def get(path, method="GET"):
+    request = urllib.request.Request(os.environ["HF_ENDPOINT"] + path, method=method)
+    with urllib.request.urlopen(request) as answer:
         return answer.read()
 
 def test_like_llama():
@@ -209,6 +210,7 @@ def test_like_llama():
     commit = next(branch["targetCommit"] for branch in refs["branches"] if branch["name"] == "main")
     tree = json.loads(get(f"/api/models/org/like-GGUF/tree/{commit}?recursive=true"))
     assert [entry["path"] for entry in tree] == ["README.md", "model-Q8_0.gguf"]
+    get(f"/org/like-GGUF/resolve/{commit}/model-Q8_0.gguf", "HEAD")  # its size, then the bytes
     print("LOADED", commit, get(f"/org/like-GGUF/resolve/{commit}/model-Q8_0.gguf").decode())
 """
 LIKE_FILES = {"model-Q8_0.gguf": "GGUF weights", "README.md": "# a model\n"}
@@ -220,9 +222,10 @@ def test_a_repos_refs_are_the_pinned_ones_online_and_offline_and_ask_the_hub_not
     old = local_hub.add_repo("org/like-GGUF", LIKE_FILES)
     pytester.makepyfile(test_like=LIKE_LLAMA)
     pins = pytester.path / "pins.json"
-    run(pytester, local_hub, "-s", f"--hf-pins={pins}", "--hf-update-pins").stdout.fnmatch_lines(
-        [f"*LOADED {old} GGUF weights*"]
-    )
+    recorded = run(pytester, local_hub, "-s", f"--hf-pins={pins}", "--hf-update-pins")
+    recorded.stdout.fnmatch_lines([f"*LOADED {old} GGUF weights*"])
+    # The HEAD's load fetched the file, the GET's read it: 12 bytes fetched, not 24.
+    assert " 1 file 12 B fetched " in implicit_rows(recorded.stdout.str())["org/like-GGUF@main"]
     assert json.loads(pins.read_text())[0]["files"] == ["model-Q8_0.gguf"]
     local_hub.add_repo("org/like-GGUF", {**LIKE_FILES, "model-Q8_0.gguf": "moved on"})
     local_hub.reset_counters()
