@@ -58,22 +58,26 @@ class Access:
         with self._lock:
             self._granted.add((call.repo_type, call.repo_id, digest(token)))
         if token is None:
-            repo = RepoCache(self._cache_dir(), call.repo_id, call.repo_type)
+            cache = self._cache_dir()
             with self._lock:
-                self._open[(str(repo.cache_dir), call.repo_type, call.repo_id)] = True
-            state.remember_open(repo)
+                self._open[(str(cache), call.repo_type, call.repo_id)] = True
+            state.remember_open(RepoCache(cache, call.repo_id, call.repo_type))
 
     def allows(self, repo_type: str, repo_id: str, token: str | None) -> bool:
-        """Whether the Hub is known to serve the repo's files to ``token`` (open, or granted to it)."""
+        """Whether the Hub is known to serve the repo's files to ``token`` (open, or granted to it).
+
+        Asked for every file a child loads: the cache's state is read once per repo, and no
+        ``RepoCache`` (which resolves the cache's path on the disk) is made once it is known.
+        """
         with self._lock:
             if (repo_type, repo_id, digest(token)) in self._granted:
                 return True
-        repo = RepoCache(self._cache_dir(), repo_id, repo_type)
-        key = (str(repo.cache_dir), repo_type, repo_id)
+        cache = self._cache_dir()
+        key = (str(cache), repo_type, repo_id)
         with self._lock:
             known = self._open.get(key)
         if known is None:
-            known = state.known_open(repo)
+            known = state.known_open(RepoCache(cache, repo_id, repo_type))
             with self._lock:
                 self._open[key] = known
         return known

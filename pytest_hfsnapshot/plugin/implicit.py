@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,10 @@ _DIRECT_KEY = "hfsnapshot_direct"
 _WORKEROUTPUT_MISSES = "hfsnapshot_implicit_misses"
 #: Where a session's pin file would be written when none is named (the commands the messages give).
 _PINS_HINT = "hf-pins.json"
+
+
+#: ``Path(text)``, made once for each text: the endpoint asks for its children's cache on every request.
+_path = functools.lru_cache(maxsize=4)(Path)
 
 
 class ImplicitSession:
@@ -68,7 +73,7 @@ class ImplicitSession:
             self.endpoint = SessionEndpoint(
                 self.observer,
                 lambda: options.settings(session_id),
-                lambda: Path(constants.HF_HUB_CACHE),
+                lambda: _path(constants.HF_HUB_CACHE),
                 before_upstream=install_gate,
             )
             self.endpoint.start()
