@@ -72,8 +72,7 @@ class Observer:
         self.ready = ReadyFiles(prepare, settings, self._pin)
         #: The implicit refusals this process kept in the cache's state (cache, repo, code, token set).
         self._refusals_kept: set[tuple[str, str, str, str, bool]] = set()
-        #: The file contents counted as fetched, by blob and write time: each write is counted once.
-        self._counted: set[tuple[str, int]] = set()
+        self._fetched = _Fetched()
         #: Called with every answer huggingface_hub's client gets, the plugin's own included.
         self._listeners: list[Callable[[Any], None]] = []
 
@@ -283,29 +282,13 @@ class Observer:
             raise
         if isinstance(result, str):
             commit = commit_of(result)
-            size, fetched = self._sizes(result, started)
+            size, fetched = self._fetched.sizes(result, started)
             self.recorder.note(
                 repo_type, repo_id, revision, commit=commit, path=filename, size=size, fetched=max(fetched, managed)
             )
             if commit is not None:
                 usage.record_use(cache_dir, repo_type, repo_id, commit)
         return result
-
-    def _sizes(self, path: str, started: float) -> tuple[int, int]:
-        """The file's size, and the bytes this call fetched for it: its contents written since ``started``
-        and not counted before (a client's HEAD loads a file, its GET right after reads the same bytes)."""
-        try:
-            st = os.stat(path)
-        except OSError:
-            return -1, 0
-        if st.st_mtime < started - 1:
-            return st.st_size, 0
-        written = (os.path.realpath(path), st.st_mtime_ns)
-        with self._lock:
-            if written in self._counted:
-                return st.st_size, 0
-            self._counted.add(written)
-        return st.st_size, st.st_size
 
     def _replay(
         self, repo_type: str, repo_id: str, revision: str, path: str, *, refusals: bool, cache_dir: Path | None = None
@@ -595,6 +578,31 @@ def _size(path: str) -> int:
         return os.stat(path).st_size
     except OSError:
         return -1
+
+
+class _Fetched:
+    """The file contents counted as fetched, by blob and write time: each write is counted once (a
+    client's HEAD loads a file, its GET right after reads the same bytes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counted: set[tuple[str, int]] = set()
+
+    def sizes(self, path: str, started: float) -> tuple[int, int]:
+        """The file's size, and the bytes this call fetched for it: its contents written since
+        ``started`` and not counted before."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return -1, 0
+        if st.st_mtime < started - 1:
+            return st.st_size, 0
+        written = (os.path.realpath(path), st.st_mtime_ns)
+        with self._lock:
+            if written in self._counted:
+                return st.st_size, 0
+            self._counted.add(written)
+        return st.st_size, st.st_size
 
 
 def _point_ref(cache_dir: Path, repo_type: str, repo_id: str, branch: str, commit: str) -> None:
