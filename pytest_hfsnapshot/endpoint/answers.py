@@ -80,7 +80,8 @@ class Answers:
         offline = observer.offline()
         self._before_upstream()
         with self._acting(phase, headers) as token:
-            call = hub_calls.parse(self.upstream + target, self.upstream)
+            url = self.upstream + target
+            call = hub_calls.parse(url, self.upstream)
             if call is not None and call.kind == "file" and method in ("GET", "HEAD"):
                 return files.serve(
                     call,
@@ -92,7 +93,7 @@ class Answers:
                     offline=offline,
                     observer=observer,
                 )
-            listed = hub_calls.refs_of(self.upstream + target, self.upstream) if method == "GET" else None
+            listed = hub_calls.refs_of(url, self.upstream) if method == "GET" else None
             made = observer.local_refs(*listed) if listed is not None else None
             if made is not None:
                 return Reply(made.status, dict(made.headers), made.body)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Literal
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, quote, unquote, urlsplit
 
 from ...request import snapshot_label
 
@@ -42,10 +42,9 @@ class HubCall:
 
 def parse(url: str, endpoint: str) -> HubCall | None:
     """The Hub call ``url`` makes, or None when it is not a request to ``endpoint`` about a repo."""
-    base = endpoint.rstrip("/")
-    if not url.startswith(base + "/"):
+    split = _under(url, endpoint)
+    if split is None:
         return None
-    split = urlsplit(url[len(base) :])
     parts = split.path.lstrip("/").split("/")
     if parts and parts[0] == "api":
         call = _api_call(parts[1:])
@@ -60,13 +59,21 @@ def refs_of(url: str, endpoint: str) -> tuple[str, str] | None:
     It names no revision: llama.cpp's ``-hf`` resolves ``main`` with it, where huggingface_hub asks
     ``/revision/main``.
     """
-    base = endpoint.rstrip("/")
-    if not url.startswith(base + "/"):
+    split = _under(url, endpoint)
+    if split is None:
         return None
-    parts = urlsplit(url[len(base) :]).path.strip("/").split("/")
+    parts = split.path.strip("/").split("/")
     if len(parts) not in (4, 5) or parts[0] != "api" or parts[1] not in _TYPES or parts[-1] != "refs":
         return None
     return _TYPES[parts[1]], "/".join(unquote(p) for p in parts[2:-1])
+
+
+def _under(url: str, endpoint: str) -> SplitResult | None:
+    """``url``'s path and query past ``endpoint``, or None when it is not a URL of that endpoint."""
+    base = endpoint.rstrip("/")
+    if not url.startswith(base + "/"):
+        return None
+    return urlsplit(url[len(base) :])
 
 
 def _api_call(parts: list[str]) -> HubCall | None:
