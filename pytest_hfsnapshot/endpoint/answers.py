@@ -70,6 +70,12 @@ class Answers:
                 return gave_up(str(error))
         return Reply(204)
 
+    def warm(self) -> None:
+        """Load what the first answer for a file loads (huggingface_hub's download stack, the gate and,
+        under ``manage``, the engine), so that a child's first load does not wait for the imports."""
+        self._before_upstream()
+        files.warm(self.observer)
+
     def answer(
         self, phase: str, method: str, rest: str, headers: Mapping[str, str], body: bytes, *, here: str
     ) -> Reply:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core.cache.layout import RepoCache
 from ..core.hub import hub_calls
-from ..core.implicit import local_answers
+from ..core.implicit import file_materialize, local_answers
 from ..core.implicit.observe import Observer, commit_of
 from .access import Access
 from .replies import Reply, for_error, gave_up, hub_error
@@ -70,6 +70,15 @@ def serve(
         span, status = asked, 206
         headers["Content-Range"] = f"bytes {span[0]}-{span[1]}/{size}"
     return Reply(status, headers, file=os.path.realpath(path) if method == "GET" else None, span=span)
+
+
+def warm(observer: Observer) -> None:
+    """Import what :func:`serve` imports on its first call: huggingface_hub's download stack and, when
+    the observer makes files ready (``manage``, ``fail``), the engine."""
+    import huggingface_hub.file_download  # noqa: F401
+
+    if observer.manages:
+        file_materialize.warm()
 
 
 @functools.lru_cache(maxsize=64)

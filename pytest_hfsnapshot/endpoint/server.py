@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 DIRECT_ROUTE = "_hfsnapshot/direct"
 #: Where it reports a file its huggingface_hub took from the cache: a load by commit sends no request.
 READ_ROUTE = "_hfsnapshot/read"
+#: Where it says the process is loading huggingface_hub's download module: the endpoint loads what its
+#: first answer needs meanwhile (the two imports overlap rather than add up).
+WARM_ROUTE = "_hfsnapshot/warm"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +148,9 @@ class SessionEndpoint:
         answers = self._answers()
         if rest == READ_ROUTE and method == "POST":
             return answers.read(phase, headers, body)
+        if rest == WARM_ROUTE and method == "POST":
+            answers.warm()
+            return Reply(204)
         here = f"http://127.0.0.1:{self.port}/{self._secret}/{name}"
         return answers.answer(phase, method, rest, headers, body, here=here)
 
@@ -203,4 +209,4 @@ class _Listener:
         self._woken.close()
 
 
-__all__ = ["DirectConnection", "SessionEndpoint"]
+__all__ = ["DIRECT_ROUTE", "READ_ROUTE", "WARM_ROUTE", "DirectConnection", "SessionEndpoint"]

@@ -257,6 +257,31 @@ def test_late():
     assert implicit_rows(result.stdout.str())["org/late@main"].endswith("(first: test_late.py::test_late)")
 
 
+def test_a_childs_import_of_the_download_module_warms_the_session_up_before_it_asks(
+    pytester: pytest.Pytester, local_hub: LocalHub
+) -> None:
+    pytester.makepyfile(
+        test_warm="""
+import subprocess, sys, time
+
+LOADED = ("huggingface_hub.file_download", "pytest_hfsnapshot.core.engine.engine")
+
+def test_warm():
+    assert [name for name in LOADED if name in sys.modules] == []
+    subprocess.run([sys.executable, "-c", "import huggingface_hub.file_download"], check=True, timeout=120)
+    deadline = time.monotonic() + 120  # the child never waits for the endpoint's answer
+    while not all(name in sys.modules for name in LOADED) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [name for name in LOADED if name not in sys.modules] == []
+"""
+    )
+
+    result = run(pytester, local_hub, "--hf-implicit=manage")
+
+    result.assert_outcomes(passed=1)
+    assert local_hub.requests == [], "a warm-up sends nothing to the Hub"
+
+
 # --- manage: faults in the way of three replicas ------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 """The start-up hook of the session's Python processes: a connection that hard-codes the Hub's host
 is reported with its file and line, refused offline, and any other ``sitecustomize`` still runs; a
-file huggingface_hub takes from the cache is told to the session's endpoint."""
+file huggingface_hub takes from the cache is told to the session's endpoint, and so is the import
+of huggingface_hub's download module (the endpoint warms up meanwhile)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import pytest_hfsnapshot.endpoint
-from pytest_hfsnapshot.endpoint.server import DIRECT_ROUTE, READ_ROUTE
+from pytest_hfsnapshot.endpoint.server import DIRECT_ROUTE, READ_ROUTE, WARM_ROUTE
 
 STARTUP = Path(pytest_hfsnapshot.endpoint.__file__).parent / "_startup"
 
@@ -34,6 +35,15 @@ class Reports(http.server.ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.received: list[tuple[str, dict[str, object]]] = []
+        #: The paths of requests with no body (a warm-up), in arrival order.
+        self.bare: list[str] = []
+        self.arrived = threading.Condition()
+
+    def wait_for_bare(self, count: int, timeout: float = 60) -> list[str]:
+        """The bare requests once ``count`` have arrived (a child does not wait for its warm-up's answer)."""
+        with self.arrived:
+            self.arrived.wait_for(lambda: len(self.bare) >= count, timeout=timeout)
+            return list(self.bare)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -41,7 +51,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.received.append((self.path, json.loads(body)))
+        with self.server.arrived:
+            if body:
+                self.server.received.append((self.path, json.loads(body)))
+            else:
+                self.server.bare.append(self.path)
+            self.server.arrived.notify_all()
         self.send_response(204)
         self.end_headers()
 
@@ -149,3 +164,20 @@ def test_a_file_taken_from_the_cache_is_told_to_the_sessions_endpoint_once(repor
     assert reports.received == [(f"/secret/test-token/{READ_ROUTE}", {"path": str(cached), "revision": commit})]
     assert load("http://127.0.0.1:9") == [str(cached)] * 2
     assert len(reports.received) == 1, "a load from another Hub's files was told to the session"
+
+
+def test_the_import_of_the_download_module_tells_the_endpoint_to_warm_up(reports: Reports, tmp_path: Path) -> None:
+    session = f"http://127.0.0.1:{reports.server_port}/secret/test-token"
+    script = tmp_path / "imports.py"
+    script.write_text("import huggingface_hub.file_download\nimport huggingface_hub.file_download\n")
+
+    def child(endpoint: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(STARTUP), "HFSNAPSHOT_SESSION": session, "HF_ENDPOINT": endpoint}
+        subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
+
+    child("http://127.0.0.1:9")  # loads from another Hub: nothing for the session to warm
+    child(session)
+    assert reports.wait_for_bare(1) == [f"/secret/test-token/{WARM_ROUTE}"]
+    child(session)
+    assert reports.wait_for_bare(2) == [f"/secret/test-token/{WARM_ROUTE}"] * 2, "one for each process, however often it imports"
+    assert reports.received == []

@@ -53,10 +53,15 @@ def prepare(repo_type: str, repo_id: str, revision: str, path: str, settings: Se
     return Prepared(snapshot.commit, path in snapshot.files, fetched)
 
 
+def warm() -> None:
+    """Import the engine :func:`prepare` runs (it is not loaded at the plugin's start)."""
+    from ..engine import engine  # noqa: F401
+
+
 def _raise_as_client(error: HfSnapshotError) -> NoReturn:
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     raise LocalEntryNotFoundError(str(error)) from error
 
 
-__all__ = ["Prepared", "glob_escape", "prepare"]
+__all__ = ["Prepared", "glob_escape", "prepare", "warm"]

@@ -1,9 +1,11 @@
 """pytest-hfsnapshot's start-up code for the Python processes a test session starts (CONTRACT section 11).
 
-First on ``PYTHONPATH``, it does two things. An audit hook sees a connection to the Hub's host by a
+First on ``PYTHONPATH``, it does three things. An audit hook sees a connection to the Hub's host by a
 client that hard-codes it, tells the endpoint the calling file and line, and refuses it offline.
 huggingface_hub's loads are wrapped at import to tell the endpoint of each cache file they return (a
-load by commit sends no request) and to wait while the endpoint verifies it. Standard library only.
+load by commit sends no request) and to wait while the endpoint verifies it. And as that import
+starts, the endpoint is told to load what its first answer needs, while this process loads its own.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ if TYPE_CHECKING:
 _WATCHED = [entry for entry in os.environ.get("HFSNAPSHOT_WATCH", "").split(",") if entry]
 #: Where the session's endpoint takes reports (``http://127.0.0.1:PORT/<secret>/<test>``).
 _REPORT_TO = os.environ.get("HFSNAPSHOT_SESSION", "")
-#: The endpoint's routes for reports (``server.DIRECT_ROUTE``, ``server.READ_ROUTE``; this file imports
-#: nothing of the package, and tests/endpoint/test_startup.py holds the two spellings equal).
-_DIRECT_ROUTE, _READ_ROUTE = "_hfsnapshot/direct", "_hfsnapshot/read"
+#: The endpoint's routes for reports (``server.DIRECT_ROUTE``, ``server.READ_ROUTE``, ``server.WARM_ROUTE``;
+#: this file imports nothing of the package, and tests/endpoint/test_startup.py holds the spellings equal).
+_DIRECT_ROUTE, _READ_ROUTE, _WARM_ROUTE = "_hfsnapshot/direct", "_hfsnapshot/read", "_hfsnapshot/warm"
 #: The offline switch as the session's front end spells it (``--hf-offline``); empty when online.
 _OFFLINE = os.environ.get("HFSNAPSHOT_OFFLINE", "")
 #: Code a connection passes through on its way: the caller named is the first frame outside it.
@@ -42,6 +44,9 @@ _inside: set[int] = set()
 _reported: set[tuple[str, str]] = set()
 #: The cache files told of, each as it was then (inode, size, mtime): a rewritten file is told again.
 _read: dict[str, tuple[int, int, int]] = {}
+#: The connection that told the endpoint to warm up, kept open until this process ends: its answer is
+#: never waited for, and closing it at once could cut the request short.
+_warming: list[Any] = []
 
 
 def _watched(host: object, port: object) -> str | None:
@@ -154,6 +159,28 @@ def _tell_read(path: str, kwargs: dict[str, Any]) -> None:
         pass
 
 
+def _warm() -> None:
+    """Tell the session's endpoint that this process is loading huggingface_hub's download module: the
+    endpoint loads the modules its first answer needs meanwhile, instead of after this process asks
+    for a file. Nothing is waited for; a failure changes nothing."""
+    if not _REPORT_TO or not os.environ.get("HF_ENDPOINT", "").startswith(_REPORT_TO.rsplit("/", 1)[0] + "/"):
+        return  # this process's loads go to another Hub: the session will not answer them
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(_REPORT_TO)
+    request = (
+        f"POST {parts.path.rstrip('/')}/{_WARM_ROUTE} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        "Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    try:
+        connection = socket.create_connection((parts.hostname, parts.port), timeout=5)
+        connection.sendall(request.encode("ascii"))
+    except OSError:
+        return  # the session ended or its endpoint is gone
+    _warming.append(connection)
+
+
 def _wrap_loads(module: Any) -> None:
     """``hf_hub_download`` and ``try_to_load_from_cache`` (transformers reads a commit's files with it)
     tell the endpoint of the cache file they return."""
@@ -196,6 +223,7 @@ class _OnImport:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "huggingface_hub.file_download":
             return None
+        _warm()
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None) if finder is not self else None
             spec = find(name, path, target) if find is not None else None
