@@ -22,6 +22,8 @@ from .hubserver import HubProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
+#: The link speed CI runners see, for the workloads that cap the Hub's link.
+LINK_MIB_S = 200
 #: The three ways of doing the same work, in table order: the plugin, A and B.
 TOOLS = ("plugin", "hf", "handrolled")
 #: How the client fetches LFS files from the bench Hub (which serves them from Xet storage when

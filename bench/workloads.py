@@ -31,6 +31,7 @@ from .limits import outage_warm, rate_limit_window
 from .peers import peers_cold_n4_faults, report_against_off, warm_implicit_from_pretrained
 from .runner import (
     INFO,
+    LINK_MIB_S,
     MIB,
     PRIME_FACTOR,
     TOOLS,
@@ -47,9 +48,6 @@ from .runner import (
     task,
     wall,
 )
-
-#: The link speed CI runners see, for the workloads that cap the Hub's link.
-LINK_MIB_S = 200
 
 
 def metadata() -> dict[str, str]:
