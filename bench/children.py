@@ -14,7 +14,20 @@ from pathlib import Path
 from pytest_hfsnapshot.testing.hub import LocalHub
 
 from .peers import pytest_session
-from .runner import LINK_MIB_S, MIB, PRIME_FACTOR, Bench, Row, Target, abba, fault_rows, median, ratio_row, ratios, spread
+from .runner import (
+    LINK_MIB_S,
+    MIB,
+    PRIME_FACTOR,
+    Bench,
+    Row,
+    Target,
+    abba,
+    fault_rows,
+    median,
+    ratio_row,
+    ratios,
+    spread,
+)
 
 #: The test of every session here: it starts ``BENCH_CHILDREN`` children at once, each running
 #: ``LOAD``, and waits for them. Each child appends what it saw to ``BENCH_OUT``.

@@ -179,5 +179,6 @@ def test_the_import_of_the_download_module_tells_the_endpoint_to_warm_up(reports
     child(session)
     assert reports.wait_for_bare(1) == [f"/secret/test-token/{WARM_ROUTE}"]
     child(session)
-    assert reports.wait_for_bare(2) == [f"/secret/test-token/{WARM_ROUTE}"] * 2, "one for each process, however often it imports"
+    warmed = reports.wait_for_bare(2)
+    assert warmed == [f"/secret/test-token/{WARM_ROUTE}"] * 2, "one for each process, however often it imports"
     assert reports.received == []
