@@ -174,7 +174,7 @@ def _warm() -> None:
         "Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     try:
-        connection = socket.create_connection((parts.hostname, parts.port), timeout=5)
+        connection = socket.create_connection((parts.hostname, parts.port or 80), timeout=5)
         connection.sendall(request.encode("ascii"))
     except OSError:
         return  # the session ended or its endpoint is gone
