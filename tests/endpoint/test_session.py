@@ -617,6 +617,34 @@ def test_server(repo):
     assert len(urls) == 4, "two tests' children were given one URL"
 
 
+@pytest.mark.parametrize("workers", ["2", "4"])
+def test_with_xdist_the_workers_children_fetch_one_repo_once_past_a_503_and_a_cut(
+    pytester: pytest.Pytester, local_hub: LocalHub, workers: str
+) -> None:
+    commit = local_hub.add_repo("org/shared", FILES)
+    weights = "*/org/shared/resolve/*/model.safetensors"
+    local_hub.fail(weights, 503, times=2)
+    local_hub.cut(weights, 4096)
+    suite(
+        pytester,
+        """
+import pytest
+
+@pytest.mark.parametrize("n", range(4))
+def test_server(n):
+    assert run(LOAD, "org/shared", "config.json", "model.safetensors") == printed("config.json", "model.safetensors")
+""",
+    )
+
+    result = run(pytester, local_hub, "-n", workers, "--hf-implicit=manage")
+
+    result.assert_outcomes(passed=4)
+    assert local_hub.pending_faults() == []
+    sizes = {f"/org/shared/resolve/{commit}/{name}": len(digest_source(FILES[name])) for name in FILES}
+    sizes.pop(f"/org/shared/resolve/{commit}/tokenizer.json")
+    assert file_bytes_ratio(local_hub, sizes) <= 1.01
+
+
 def test_an_interrupted_session_leaves_no_endpoint(pytester: pytest.Pytester, local_hub: LocalHub) -> None:
     pytester.makepyfile(
         test_interrupted="""
