@@ -105,6 +105,17 @@ def file_bytes_ratio(hub: LocalHub, sizes: dict[str, int]) -> float:
     return sent / sum(sizes.values())
 
 
+def weights_past_faults(hub: LocalHub, repo: str) -> dict[str, int]:
+    """``repo`` with :data:`FILES`, its weights behind two 503s and a cut body; the sizes of what its
+    children load (all but ``tokenizer.json``), by resolve path, for :func:`file_bytes_ratio`."""
+    commit = hub.add_repo(repo, FILES)
+    weights = f"*/{repo}/resolve/*/model.safetensors"
+    hub.fail(weights, 503, times=2)
+    hub.cut(weights, 4096)
+    loaded = [name for name in FILES if name != "tokenizer.json"]
+    return {f"/{repo}/resolve/{commit}/{name}": len(digest_source(FILES[name])) for name in loaded}
+
+
 def prefetched(pytester: pytest.Pytester, hub: LocalHub, pins: Path) -> Path:
     """A cache as a CI job starts from: the pin file's snapshots prefetched into a new folder. The hub's
     counters are reset after."""
@@ -289,10 +300,7 @@ def test_warm():
 def test_manage_three_replicas_past_a_503_and_a_cut_fetch_the_weights_once(
     pytester: pytest.Pytester, local_hub: LocalHub
 ) -> None:
-    commit = local_hub.add_repo("org/served", FILES)
-    weights = "*/org/served/resolve/*/model.safetensors"
-    local_hub.fail(weights, 503, times=2)
-    local_hub.cut(weights, 4096)
+    sizes = weights_past_faults(local_hub, "org/served")
     suite(
         pytester,
         """
@@ -306,11 +314,6 @@ def test_replicas():
 
     result.assert_outcomes(passed=1)
     assert local_hub.pending_faults() == []
-    sizes = {
-        f"/org/served/resolve/{commit}/{name}": len(digest_source(FILES[name]))
-        for name in FILES
-        if name != "tokenizer.json"
-    }
     assert file_bytes_ratio(local_hub, sizes) <= 1.01
 
 
@@ -621,10 +624,7 @@ def test_server(repo):
 def test_with_xdist_the_workers_children_fetch_one_repo_once_past_a_503_and_a_cut(
     pytester: pytest.Pytester, local_hub: LocalHub, workers: str
 ) -> None:
-    commit = local_hub.add_repo("org/shared", FILES)
-    weights = "*/org/shared/resolve/*/model.safetensors"
-    local_hub.fail(weights, 503, times=2)
-    local_hub.cut(weights, 4096)
+    sizes = weights_past_faults(local_hub, "org/shared")
     suite(
         pytester,
         """
@@ -640,8 +640,6 @@ def test_server(n):
 
     result.assert_outcomes(passed=4)
     assert local_hub.pending_faults() == []
-    sizes = {f"/org/shared/resolve/{commit}/{name}": len(digest_source(FILES[name])) for name in FILES}
-    sizes.pop(f"/org/shared/resolve/{commit}/tokenizer.json")
     assert file_bytes_ratio(local_hub, sizes) <= 1.01
 
 

@@ -1,11 +1,9 @@
 """pytest-hfsnapshot's start-up code for the Python processes a test session starts (CONTRACT section 11).
 
-First on ``PYTHONPATH``, it does three things. An audit hook sees a connection to the Hub's host by a
-client that hard-codes it, tells the endpoint the calling file and line, and refuses it offline.
-huggingface_hub's loads are wrapped at import to tell the endpoint of each cache file they return (a
-load by commit sends no request) and to wait while the endpoint verifies it. And as that import
-starts, the endpoint is told to load what its first answer needs, while this process loads its own.
-Standard library only.
+First on ``PYTHONPATH``. An audit hook names a connection to the Hub's host by a client that
+hard-codes it, and refuses it offline. huggingface_hub's loads are wrapped at import to tell the
+endpoint of each cache file they return and wait while it verifies it; that import also tells the
+endpoint to warm up meanwhile. Standard library only.
 """
 
 from __future__ import annotations
