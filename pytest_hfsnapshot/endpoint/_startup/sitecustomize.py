@@ -116,6 +116,11 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         )
 
 
+def _session_serves(endpoint: str) -> bool:
+    """Whether ``endpoint`` is the session's endpoint, whichever test's name follows its secret."""
+    return bool(_REPORT_TO) and endpoint.startswith(_REPORT_TO.rsplit("/", 1)[0] + "/")
+
+
 def _tell_read(path: str, kwargs: dict[str, Any]) -> None:
     """Tell the endpoint of a cache file a load returned (and the revision asked, if named): it records
     the file and, under ``manage``, verifies and repairs it before this returns. A failure it could not
@@ -123,7 +128,7 @@ def _tell_read(path: str, kwargs: dict[str, Any]) -> None:
     from huggingface_hub import constants
 
     endpoint = str(kwargs.get("endpoint") or constants.ENDPOINT).rstrip("/") + "/"
-    if not _REPORT_TO or not endpoint.startswith(_REPORT_TO.rsplit("/", 1)[0] + "/"):
+    if not _session_serves(endpoint):
         return  # this call read another Hub's files: not the session's
     try:
         st = os.stat(path)
@@ -161,7 +166,7 @@ def _warm() -> None:
     """Tell the session's endpoint that this process is loading huggingface_hub's download module: the
     endpoint loads the modules its first answer needs meanwhile, instead of after this process asks
     for a file. Nothing is waited for; a failure changes nothing."""
-    if not _REPORT_TO or not os.environ.get("HF_ENDPOINT", "").startswith(_REPORT_TO.rsplit("/", 1)[0] + "/"):
+    if not _session_serves(os.environ.get("HF_ENDPOINT", "")):
         return  # this process's loads go to another Hub: the session will not answer them
     import socket
     from urllib.parse import urlsplit
