@@ -216,4 +216,3 @@ def child_throughput(bench: Bench) -> None:
                         note=f"pairs {spread(pairs)}, null {spread(null) if null else 'not run'}; "
                         + ", ".join(f"{s} {median(v):.0f} MiB/s" for s, v in rates.items()))
                 )  # fmt: skip
-            hub.slow(None)
