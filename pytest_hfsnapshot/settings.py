@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast, get_args
+from typing import Any, Literal, NamedTuple, TypeVar, cast, get_args
 
 from .errors import InvalidRequestError
 
@@ -61,9 +61,11 @@ def _or(words: Sequence[str]) -> str:
 
 
 # --- kinds: how a knob's values are checked (as keywords) and read (as text) -------------------
+# Each kind is made once, below, and never compared or printed: plain dataclasses, as the plugin's
+# start-up makes them (a frozen one costs three times as much to create on CPython 3.11).
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class Kind:
     """The type of a knob. ``check`` takes a keyword's value, ``parse`` an option's text (or list)."""
 
@@ -99,8 +101,10 @@ class Kind:
         raise NotImplementedError
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class Switch(Kind):
+    """On or off: a flag without a value, a bool in ini and as a keyword."""
+
     ini_type: IniType = "bool"
     #: The option turns the knob off (``--hf-no-space-check`` sets ``space_check=False``).
     inverted: bool = False
@@ -118,8 +122,10 @@ class Switch(Kind):
         return "True, False or None" if self.optional else "True or False"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class Choice(Kind):
+    """One of ``values``."""
+
     values: tuple[str, ...] = ()
     #: What the choices mean, said after them in an option's error.
     meaning: str = ""
@@ -138,8 +144,10 @@ class Choice(Kind):
         return "one of: " + ", ".join(self.values) + (f" ({self.meaning})" if self.meaning else "")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class Count(Kind):
+    """A whole number >= 0."""
+
     metavar: str | None = "N"
 
     def _check(self, value: object) -> object:
@@ -159,8 +167,10 @@ class Count(Kind):
         return "an integer >= 0"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class Seconds(Kind):
+    """A number of seconds from ``minimum`` on; ``math.inf`` only as a keyword, where ``infinite``."""
+
     minimum: float = 0.0
     #: Whether ``minimum`` itself is allowed.
     inclusive: bool = True
@@ -188,8 +198,10 @@ class Seconds(Kind):
         return f"a number of seconds {'>=' if self.inclusive else '>'} {_say(self.minimum)}"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class PathKind(Kind):
+    """The path of ``what`` (a folder unless said otherwise)."""
+
     optional: bool = True
     metavar: str | None = "PATH"
     #: What the path names, in errors.
@@ -213,7 +225,7 @@ class PathKind(Kind):
         return f"the path of {self.what}"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class Folders(Kind):
     """Folders, in order (``cache_layers``): a list as a keyword, lines in ini, repeats of a flag, or
     one text of paths joined by ``os.pathsep`` in the environment."""
@@ -247,7 +259,7 @@ class Folders(Kind):
         return "folders"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class Lines(Kind):
     """Lines of text, each read where the knob is used (``hf_prefetch``)."""
 
@@ -267,8 +279,10 @@ class Lines(Kind):
 _SESSION_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class SessionId(Kind):
+    """A session's name: letters, digits, ``_``, ``.``, ``-``."""
+
     optional: bool = True
 
     def _check(self, value: object) -> object:
@@ -285,8 +299,10 @@ class SessionId(Kind):
         return "letters, digits, '_', '.', '-'"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False, repr=False)
 class Token(Kind):
+    """A Hub token, or True/False/None as huggingface_hub takes them."""
+
     optional: bool = True
 
     def _check(self, value: object) -> object:
@@ -302,8 +318,7 @@ class Token(Kind):
 # --- the declaration ----------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Knob:
+class Knob(NamedTuple):
     """One knob and its spellings on every front end. Made by :func:`knob`; listed in :data:`KNOBS`."""
 
     name: str
@@ -458,7 +473,7 @@ def knob(kind: Kind, help: str, **spellings: Any) -> dict[str, Knob]:
 
 def _knobs(cls: type) -> tuple[Knob, ...]:
     return tuple(
-        dataclasses.replace(f.metadata["knob"], name=f.name, default=f.default)
+        f.metadata["knob"]._replace(name=f.name, default=f.default)
         for f in dataclasses.fields(cls)
         if "knob" in f.metadata
     )

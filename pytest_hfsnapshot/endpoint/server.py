@@ -7,7 +7,6 @@ not the session's (403), ``<test>`` names the test its loads are recorded under 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hmac
 import json
 import secrets
@@ -16,7 +15,7 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.implicit.observe import Observer
 from ..core.implicit.uses import SESSION
@@ -37,8 +36,7 @@ READ_ROUTE = "_hfsnapshot/read"
 WARM_ROUTE = "_hfsnapshot/warm"
 
 
-@dataclasses.dataclass(frozen=True)
-class DirectConnection:
+class DirectConnection(NamedTuple):
     """A connection a session process made to the Hub's host past ``HF_ENDPOINT``: where from, in which test."""
 
     host: str

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
@@ -179,7 +178,7 @@ class ImplicitSession:
     def to_workeroutput(self, workeroutput: dict[str, Any]) -> None:
         workeroutput[_WORKEROUTPUT_KEY] = [use.to_dict() for use in self.observer.recorder.uses()]
         if self.endpoint is not None:
-            workeroutput[_DIRECT_KEY] = [dataclasses.asdict(c) for c in self.endpoint.direct()]
+            workeroutput[_DIRECT_KEY] = [c._asdict() for c in self.endpoint.direct()]
         workeroutput[_WORKEROUTPUT_MISSES] = [list(miss) for miss in self._untold_misses()]
 
     def from_worker(self, workeroutput: dict[str, Any]) -> None:

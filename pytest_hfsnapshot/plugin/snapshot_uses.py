@@ -7,14 +7,13 @@ import hashlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..request import SnapshotRequest
 from ..snapshot import Snapshot
 
 
-@dataclasses.dataclass(frozen=True)
-class SnapshotUse:
+class SnapshotUse(NamedTuple):
     """One snapshot materialized by one process of the session (the controller or an xdist worker)."""
 
     request: SnapshotRequest

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from huggingface_hub import constants as hf_constants
@@ -18,8 +17,7 @@ from .options import Options
 AUTH_TAG = "hfsnapshot_auth"
 
 
-@dataclasses.dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What every test needing a failed request gets: the same answer, without asking the Hub again."""
 
     action: AuthAction
@@ -42,7 +40,7 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for :class:`~pytest_hfsnapshot.core.cache.state.FailureMemory`."""
-        return dataclasses.asdict(self)
+        return self._asdict()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict | None:

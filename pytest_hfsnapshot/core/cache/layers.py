@@ -259,7 +259,7 @@ class Layers:
         for f in files:
             record = vouched.get(f.path)
             trusted = record is not None and (record.etag, record.size, record.lfs) == (f.etag, f.size, f.lfs)
-            entry = dataclasses.replace(f, blob=record.blob) if record is not None and trusted else f
+            entry = f._replace(blob=record.blob) if record is not None and trusted else f
             if entry.blob_name in orphans:
                 problem: Problem | None = Problem(ProblemKind.INCOMPLETE_LEFT, f.path, found=orphans[entry.blob_name])
                 file = None

@@ -5,12 +5,11 @@ A pin file is a manifest (one format): entries keyed by repo type, id and revisi
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import InvalidRequestError, RevisionNotFoundError
 from ...request import SnapshotRequest, is_commit, repo_path, snapshot_label
@@ -32,8 +31,7 @@ _FORMAT = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Pin:
+class Pin(NamedTuple):
     """One branch or tag (or commit) of one repo, and the commit it is pinned to."""
 
     repo_type: str
@@ -72,8 +70,7 @@ class Pin:
         return SnapshotRequest(repo_id=self.repo_id, revision=self.revision, repo_type=self.repo_type)
 
 
-@dataclasses.dataclass(frozen=True)
-class Move:
+class Move(NamedTuple):
     """A pin whose revision points at another commit now."""
 
     label: str
@@ -85,8 +82,7 @@ class Move:
         return f"{self.label}: {self.old[:12]} -> {self.new[:12]}"
 
 
-@dataclasses.dataclass(frozen=True)
-class Update:
+class Update(NamedTuple):
     """What writing new commits into a pin file changes: the new entries, the moved and new pins."""
 
     entries: tuple[dict[str, Any], ...]
@@ -99,8 +95,7 @@ class Update:
         return render(self.entries)
 
 
-@dataclasses.dataclass(frozen=True)
-class PinFile:
+class PinFile(NamedTuple):
     """A validated pin file: its entries as read, and one :class:`Pin` per key."""
 
     path: Path
@@ -190,8 +185,7 @@ class PinFile:
         return Update(tuple(entries), tuple(moved), tuple(added), unchanged)
 
 
-@dataclasses.dataclass(frozen=True)
-class Recorded:
+class Recorded(NamedTuple):
     """What a session recorded of one implicit use, for the pin file (no commit: a refusal that named none)."""
 
     commit: str | None
@@ -268,12 +262,10 @@ def read(path: str | os.PathLike[str], *, missing_ok: bool = False) -> PinFile:
 def _union(a: Pin, b: Pin) -> Pin:
     """One pin from two entries of the same key and commit (or one naming none): their recorded paths joined."""
     if a.files is None and b.files is None:
-        return dataclasses.replace(a, commit=a.commit or b.commit)
+        return a._replace(commit=a.commit or b.commit)
     files = tuple(sorted(set(a.files or ()) | set(b.files or ())))
     missing = tuple(sorted((set(a.missing) | set(b.missing)) - set(files)))
-    return dataclasses.replace(
-        a, commit=a.commit or b.commit, files=files, missing=missing, refused=a.refused or b.refused
-    )
+    return a._replace(commit=a.commit or b.commit, files=files, missing=missing, refused=a.refused or b.refused)
 
 
 # Parsed pin files by path, with the stat they were read under: a test session's thousands of

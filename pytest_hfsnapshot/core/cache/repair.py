@@ -95,7 +95,7 @@ class Repairer:
         name = linked_blob_name(snapshot_dir, f.path)
         if name is None or name == f.blob_name:
             return None
-        candidate = dataclasses.replace(f, blob=name)
+        candidate = f._replace(blob=name)
         if check_file(self.repo, snapshot_dir, candidate, self._layer_roots()) is not None:
             return None
         if hash_mismatches([(candidate, self.repo.blob(name))]):

@@ -10,9 +10,8 @@ import re
 import stat
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..own_work import own_thread
 from .layout import XET_HASH_RE, RepoCache
@@ -33,8 +32,7 @@ def read_buffer(size: int = CHUNK) -> memoryview:
     return memoryview(mmap.mmap(-1, size))
 
 
-@dataclass(frozen=True)
-class ExpectedFile:
+class ExpectedFile(NamedTuple):
     """One file of the Hub listing: its path, size, content hash, and the blob it is cached as.
 
     ``etag`` is the sha256 for LFS files and the git blob sha1 otherwise: the hash the contents
@@ -180,8 +178,7 @@ class Entry(enum.Enum):
     LAYER = "layer file"
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """What is wrong with one file of a snapshot (``path`` as listed); :meth:`describe` gives its words.
 
     ``at`` is the entry the problem was met at; ``found`` / ``wanted`` what is there and what should

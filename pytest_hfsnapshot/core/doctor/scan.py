@@ -508,7 +508,7 @@ class _Scanner:
         if problem is not None and problem.kind is ProblemKind.OTHER_BLOB:
             linked = linked_blob_name(snapshot_dir, f.path)
             if linked is not None:
-                candidate = dataclasses.replace(f, blob=linked)
+                candidate = f._replace(blob=linked)
                 again = check_file(repo, snapshot_dir, candidate, self.layers)
                 if again is None or again.kind is not ProblemKind.OTHER_BLOB:
                     f, problem = candidate, again

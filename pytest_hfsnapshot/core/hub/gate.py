@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from ...errors import HfSnapshotError, RateLimitError
@@ -52,8 +52,7 @@ def endpoint_of(url: object) -> str:
     return origin + "/api" if text.startswith("/api/", len(origin)) else origin
 
 
-@dataclass(frozen=True)
-class Waited:
+class Waited(NamedTuple):
     """The rate-limit windows a session met: how many, for how long (their union), at which endpoints."""
 
     windows: int

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Literal
+from typing import Literal, NamedTuple
 from urllib.parse import SplitResult, parse_qs, quote, unquote, urlsplit
 
 from ...request import snapshot_label
@@ -21,8 +20,7 @@ _API_ROUTES: dict[str, Kind] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class HubCall:
+class HubCall(NamedTuple):
     """One request to the Hub, as the routes say: ``kind`` of ``repo_type`` ``repo_id`` at ``revision``."""
 
     kind: Kind
@@ -49,7 +47,7 @@ def parse(url: str, endpoint: str) -> HubCall | None:
     if parts and parts[0] == "api":
         call = _api_call(parts[1:])
         recursive = parse_qs(split.query).get("recursive", [""])[-1].lower() in ("1", "true")
-        return dataclasses.replace(call, recursive=True) if call is not None and recursive else call
+        return call._replace(recursive=True) if call is not None and recursive else call
     return _file_call(parts)
 
 

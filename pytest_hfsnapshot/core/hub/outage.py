@@ -6,8 +6,8 @@ import contextlib
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ...errors import HfSnapshotError
 from ..cache.layout import atomic_write_json, endpoint_file, outage_dir, read_json
@@ -16,8 +16,7 @@ from ..cache.layout import atomic_write_json, endpoint_file, outage_dir, read_js
 RECHECK_AFTER = 30.0
 
 
-@dataclass(frozen=True)
-class Outage:
+class Outage(NamedTuple):
     """An endpoint found unreachable: when, and why (a short, token-free cause)."""
 
     endpoint: str

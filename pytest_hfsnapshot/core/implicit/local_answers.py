@@ -5,13 +5,12 @@ back online (PEFT's ``hub_online_once``); what the pin file does not record is r
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import posixpath
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 
 from ...request import is_commit
@@ -27,8 +26,7 @@ _REFUSED_MESSAGE = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
     """An HTTP answer: status, headers and body."""
 
     status: int

@@ -7,7 +7,6 @@ every load by repo id, whatever library binds them; installed once, they serve t
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import inspect
 import logging
@@ -16,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import HfSnapshotError
 from ...request import is_commit, snapshot_label
@@ -38,8 +37,7 @@ _TOKEN_REFUSALS = ("GatedRepo", "RepoNotFound")
 log = logging.getLogger("pytest_hfsnapshot")
 
 
-@dataclasses.dataclass
-class OfflineMiss:
+class OfflineMiss(NamedTuple):
     """A load an offline run could not serve: in which phase, of which snapshot and path."""
 
     phase: str

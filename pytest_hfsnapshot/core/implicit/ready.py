@@ -51,7 +51,7 @@ class ReadyFiles:
         snapshot_file = snapshot_path(cache_dir, repo_type, repo_id, revision, path)
         known = self._verified.get(key)
         if known is not None and known[1] == identity(snapshot_file):
-            return dataclasses.replace(known[0], fetched=0)
+            return known[0]._replace(fetched=0)
         settings = dataclasses.replace(self._settings(), cache_dir=cache_dir)
         token = sent_token()
         if token is not None:

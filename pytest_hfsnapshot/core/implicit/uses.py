@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...request import is_commit, snapshot_label
 
@@ -126,8 +126,7 @@ def merged(uses: Iterable[ImplicitUse]) -> list[ImplicitUse]:
     return [by_key[key] for key in sorted(by_key)]
 
 
-@dataclasses.dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     """What materializing one file for a load found: the commit, whether it has the file, bytes fetched."""
 
     commit: str
