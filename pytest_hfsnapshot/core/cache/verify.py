@@ -9,7 +9,6 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -112,6 +111,8 @@ def hash_mismatches(files: Iterable[tuple[ExpectedFile, Path]], workers: int | N
     if workers <= 1:
         results = [check(item) for item in items]
     else:
+        from concurrent.futures import ThreadPoolExecutor  # a run that hashes in parallel pays for importing it
+
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hfsnapshot-hash", initializer=own_thread)
         with pool:
             results = list(pool.map(check, items))
