@@ -210,7 +210,7 @@ def keywords_signature() -> str:
 
 def is_commit(text: str) -> bool:
     """Whether ``text`` is a full commit id (40 lowercase hex digits, nothing around them)."""
-    return COMMIT_RE.fullmatch(text) is not None
+    return len(text) == 40 and COMMIT_RE.fullmatch(text) is not None  # the length first: most names are short
 
 
 def repo_path(repo_id: str, repo_type: str = "model") -> str:

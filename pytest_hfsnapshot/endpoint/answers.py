@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..core.cache import layout
@@ -38,12 +37,6 @@ class Answers:
         self._cache_dir = cache_dir
         self._before_upstream = before_upstream
 
-    @contextlib.contextmanager
-    def _acting(self, phase: str, headers: Mapping[str, str]) -> Iterator[str | None]:
-        token = bearer(_header(headers, "authorization"))
-        with self.observer.recorder.acting_for(phase), credentials.sending(token):
-            yield token
-
     def read(self, phase: str, headers: Mapping[str, str], body: bytes) -> Reply:
         """A child's huggingface_hub took a file from the cache (its start-up hook says which, and at
         which revision it was asked): under ``manage`` it is verified and repaired before the child's
@@ -56,7 +49,8 @@ class Answers:
         place = layout.snapshot_file(path) if path else None
         if place is None or not os.path.isfile(path):
             return Reply(400, {"Content-Type": "text/plain"}, b"a read names a file of a snapshot in a cache\n")
-        with self._acting(phase, headers):
+        token = bearer(_header(headers, "authorization"))
+        with self.observer.recorder.acting_for(phase), credentials.sending(token):
             try:
                 self.observer.read_from_cache(
                     place.cache_dir,
@@ -85,7 +79,8 @@ class Answers:
         observer = self.observer
         offline = observer.offline()
         self._before_upstream()
-        with self._acting(phase, headers) as token:
+        token = bearer(_header(headers, "authorization"))
+        with observer.recorder.acting_for(phase), credentials.sending(token):
             url = self.upstream + target
             call = hub_calls.parse(url, self.upstream)
             if call is not None and call.kind == "file" and method in ("GET", "HEAD"):
@@ -122,7 +117,10 @@ class Answers:
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
-    return next((value for key, value in headers.items() if key.lower() == name), None)
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return None
 
 
 __all__ = ["Answers"]

@@ -34,11 +34,11 @@ def serve(
     observer: Observer,
 ) -> Reply:
     """The answer to ``GET``/``HEAD`` of one file, loaded with ``token`` (None: the child sent none)."""
-    from huggingface_hub import hf_hub_download
-
     try:
         path = observer.ready_file(cache_dir, call.repo_type, call.repo_id, call.revision, call.path)
         if path is None:
+            from huggingface_hub import hf_hub_download  # not on a warm answer: its lazy import costs each call
+
             path = hf_hub_download(
                 call.repo_id,
                 call.path,
@@ -51,7 +51,7 @@ def serve(
         return for_error(error, offline=offline, asked=f"{call.label} {call.path}")
     commit = commit_of(path)
     repo = _repo(cache_dir, call.repo_id, call.repo_type)
-    found = local_answers.file_headers(repo, commit, call.path) if commit is not None else None
+    found = local_answers.file_headers(repo, commit, call.path, path) if commit is not None else None
     if commit is None or found is None:
         return gave_up(
             f"pytest-hfsnapshot: {call.repo_id}'s {call.path} was loaded but is not in the cache at a commit"

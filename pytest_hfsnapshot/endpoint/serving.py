@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -103,21 +105,44 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _send(self, reply: Reply) -> None:
+        # The status line and headers as one write, the Date made once a second: BaseHTTPRequestHandler's
+        # send_response and send_header cost a warm answer more than the endpoint's own work did.
+        lines = [f"{self.protocol_version} {reply.status} {_phrase(reply.status)}", _stamp()]
+        lines += [f"{name}: {value}" for name, value in reply.headers.items()]
+        lines.append(f"Content-Length: {reply.length}")
+        if any(name.lower() == "connection" and value.lower() == "close" for name, value in reply.headers.items()):
+            self.close_connection = True
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
         try:
-            self.send_response(reply.status)
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(reply.length))
-            self.end_headers()
             if self.command == "HEAD":
-                return
-            if reply.file is not None and reply.span is not None:
+                self.wfile.write(head)
+            elif reply.file is not None and reply.span is not None:
+                self.wfile.write(head)
                 with open(reply.file, "rb") as handle:
                     self.connection.sendfile(handle, reply.span[0], reply.length)
-            elif reply.body:
-                self.wfile.write(reply.body)
+            else:
+                self.wfile.write(head + reply.body)
         except OSError:
             self.close_connection = True  # the child went away
+
+
+def _phrase(status: int) -> str:
+    known = BaseHTTPRequestHandler.responses.get(status)
+    return known[0] if known is not None else ""
+
+
+#: The ``Server`` and ``Date`` lines of the second they were made in.
+_stamped: tuple[int, str] = (0, "")
+
+
+def _stamp() -> str:
+    global _stamped
+    now = int(time.time())
+    second, lines = _stamped
+    if second != now:
+        lines = f"Server: {_Handler.server_version}\r\nDate: {formatdate(now, usegmt=True)}"
+        _stamped = (now, lines)
+    return lines
 
 
 __all__ = ["Server"]

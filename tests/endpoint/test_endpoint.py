@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import hashlib
 import http.client
 import http.server
@@ -334,6 +336,36 @@ def test_an_answer_is_a_plain_http_answer(local_hub: LocalHub, serve: type[Serve
     assert isinstance(answer, Answer) and answer.status == 401
     assert answer.headers["X-Error-Code"] == "RepoNotFound"
     assert json.loads(answer.body)["error"]
+
+
+def test_answers_on_one_kept_alive_connection_are_framed_as_http_11_says(
+    local_hub: LocalHub, serve: type[Served]
+) -> None:
+    # The endpoint writes its status line and headers itself (one write, a Date made once a second).
+    local_hub.add_repo("org/tiny", FILES)
+    served = serve("report")
+    host, port = served.endpoint.address
+    prefix = served.url.split(f":{port}", 1)[1]
+    connection = http.client.HTTPConnection(host, port, timeout=60)
+    try:
+        answers = []
+        for method, path in [("HEAD", "model.safetensors"), ("GET", "config.json"), ("GET", "missing.bin")]:
+            connection.request(method, f"{prefix}/org/tiny/resolve/main/{path}")
+            response = connection.getresponse()
+            answers.append((method, response.status, response.reason, response.getheaders(), response.read()))
+    finally:
+        connection.close()
+    (_, *head), (_, *got), (_, *missing) = answers
+    assert (head[0], head[1], head[3]) == (200, "OK", b"")
+    assert (got[0], got[1], got[3]) == (200, "OK", FILES["config.json"].encode())
+    assert (missing[0], missing[1]) == (404, "Not Found") and json.loads(missing[3])["error"]
+    for method, status, _, headers, body in answers:
+        named = dict(headers)
+        assert named["Server"] == "pytest-hfsnapshot"
+        sent = email.utils.parsedate_to_datetime(named["Date"])
+        assert abs((datetime.datetime.now(datetime.timezone.utc) - sent).total_seconds()) < 60
+        length = len(WEIGHTS) if method == "HEAD" else len(body)
+        assert int(named["Content-Length"]) == length, (status, named)
 
 
 def test_a_failure_the_retries_cannot_get_past_reaches_the_child_as_a_502_with_the_plugins_message(

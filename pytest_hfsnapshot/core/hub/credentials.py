@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterator
 
 from huggingface_hub import constants as hf_constants
 
@@ -15,19 +13,27 @@ _memo: dict[tuple[str | None, ...], str | None] = {}
 _sent = threading.local()
 
 
-@contextlib.contextmanager
-def sending(token: str | None) -> Iterator[None]:
+class sending:  # lower case: used as the function it was, ``with sending(token):``
     """This thread acts for a process that sends ``token`` (None: none): :func:`hub_token` and
-    :func:`sent_token` say so here, for the session endpoint serving a test's child process."""
-    before = getattr(_sent, "token", _sent)
-    _sent.token = token
-    try:
-        yield
-    finally:
-        if before is _sent:
+    :func:`sent_token` say so here, for the session endpoint serving a test's child process.
+
+    A class, not a generator: it is entered for every request a session endpoint answers."""
+
+    __slots__ = ("_before", "_token")
+
+    def __init__(self, token: str | None) -> None:
+        self._token: str | None = token
+        self._before: object = _sent
+
+    def __enter__(self) -> None:
+        self._before = getattr(_sent, "token", _sent)
+        _sent.token = self._token
+
+    def __exit__(self, *exc: object) -> None:
+        if self._before is _sent:
             del _sent.token
         else:
-            _sent.token = before
+            _sent.token = self._before
 
 
 def sent_token() -> str | bool | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Literal, NamedTuple
 from urllib.parse import SplitResult, parse_qs, quote, unquote, urlsplit
 
@@ -38,8 +39,11 @@ class HubCall(NamedTuple):
         return snapshot_label(self.repo_id, self.repo_type, self.revision)
 
 
+@functools.lru_cache(maxsize=1024)
 def parse(url: str, endpoint: str) -> HubCall | None:
-    """The Hub call ``url`` makes, or None when it is not a request to ``endpoint`` about a repo."""
+    """The Hub call ``url`` makes, or None when it is not a request to ``endpoint`` about a repo.
+
+    Memoized: a session endpoint parses each file's URL on every load a child makes."""
     split = _under(url, endpoint)
     if split is None:
         return None

@@ -127,13 +127,17 @@ def _file(repo: RepoCache, commit: str, path: str, *, with_body: bool) -> Answer
     return Answer(200, {**headers, "Content-Length": str(size)}, body)
 
 
-def file_headers(repo: RepoCache, commit: str, path: str) -> tuple[dict[str, str], int] | None:
+def file_headers(repo: RepoCache, commit: str, path: str, link: str | None = None) -> tuple[dict[str, str], int] | None:
     """The Hub's headers for a file the cache holds at ``commit`` (``X-Repo-Commit``, the ``ETag`` that
     names its blob, ``X-Linked-Etag`` and ``X-Linked-Size`` for an LFS file) and its size; None when
-    the cache does not have it."""
-    link = repo.link(commit, path)
+    the cache does not have it. ``link``: its snapshot file's path, where the caller has it already."""
+    if link is None:
+        link = str(repo.link(commit, path))
     try:
-        blob = os.path.basename(os.readlink(link)) if os.path.islink(link) else None
+        blob: str | None = os.path.basename(os.readlink(link))
+    except OSError:
+        blob = None  # not a link (the stat below says whether it is there at all)
+    try:
         size = os.stat(link).st_size
     except OSError:
         return None

@@ -374,11 +374,12 @@ class Observer:
         commit = self.ready.target(repo_type, repo_id, revision)
         known = is_commit(commit) and self.manages and not self.offline()
         found = self.ready.known(cache_dir, repo_type, repo_id, commit, path) if known else None
-        if found is not None:
-            revision = self.branch_of(repo_type, repo_id, revision, cache_dir)
-            self.recorder.note(repo_type, repo_id, revision, commit=commit, path=path, size=_size(found))
-            usage.record_use(cache_dir, repo_type, repo_id, commit)
-        return found
+        if found is None:
+            return None
+        revision = self.branch_of(repo_type, repo_id, revision, cache_dir)
+        self.recorder.note(repo_type, repo_id, revision, commit=commit, path=path, size=found[1])
+        usage.record_use(cache_dir, repo_type, repo_id, commit)
+        return found[0]
 
     def read_from_cache(
         self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, commit: str, path: str

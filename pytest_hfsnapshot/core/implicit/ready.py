@@ -37,11 +37,14 @@ class ReadyFiles:
         pin = None if is_commit(revision) else self._pin(repo_type, repo_id, revision)
         return pin.commit if pin is not None and pin.commit is not None else revision
 
-    def known(self, cache_dir: Path, repo_type: str, repo_id: str, commit: str, path: str) -> str | None:
-        """The snapshot file of ``path`` at ``commit`` when it was verified here and is unchanged since."""
-        snapshot_file = snapshot_path(cache_dir, repo_type, repo_id, commit, path)
+    def known(self, cache_dir: Path, repo_type: str, repo_id: str, commit: str, path: str) -> tuple[str, int] | None:
+        """The snapshot file of ``path`` at ``commit`` and its size, when it was verified here and is
+        unchanged since."""
         known = self._verified.get((str(cache_dir), repo_type, repo_id, commit, path))
-        return snapshot_file if known is not None and known[1] == identity(snapshot_file) else None
+        if known is None or known[1] is None:
+            return None
+        snapshot_file = snapshot_path(cache_dir, repo_type, repo_id, commit, path)
+        return (snapshot_file, known[1][1]) if known[1] == identity(snapshot_file) else None
 
     def prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> Prepared | None:
         """``path`` made ready in ``cache_dir`` by the engine (with the token a child sent, if any)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...request import is_commit, snapshot_label
@@ -139,6 +139,23 @@ class Prepared(NamedTuple):
 Preparer = Callable[[str, str, str, str, "Settings"], "Prepared | None"]
 
 
+class _Acting:
+    """:meth:`Recorder.acting_for` (a class, not a generator: it is entered for every request a session
+    endpoint answers)."""
+
+    __slots__ = ("_before", "_local", "_phase")
+
+    def __init__(self, local: threading.local, phase: str) -> None:
+        self._local, self._phase, self._before = local, phase, None
+
+    def __enter__(self) -> None:
+        self._before = getattr(self._local, "phase", None)
+        self._local.phase = self._phase
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.phase = self._before
+
+
 class Recorder:
     """This process's implicit uses, and which test is running (set by the plugin's hooks)."""
 
@@ -164,16 +181,10 @@ class Recorder:
     def phase(self, value: str) -> None:
         self._phase = value
 
-    @contextlib.contextmanager
-    def acting_for(self, phase: str) -> Iterator[None]:
+    def acting_for(self, phase: str) -> contextlib.AbstractContextManager[None]:
         """Record this thread's uses under ``phase`` (a session endpoint serving a test's child process)
         while the test's own thread goes on under its own."""
-        before = getattr(self._acting, "phase", None)
-        self._acting.phase = phase
-        try:
-            yield
-        finally:
-            self._acting.phase = before
+        return _Acting(self._acting, phase)
 
     def reset(self) -> None:
         with self._lock:
