@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,9 @@ class ImplicitSession:
 
         self.config = config
         self.options = options
+        #: The pin file the loads follow, absolute (a test's chdir does not move it): none while
+        #: ``--hf-update-pins`` asks the Hub anew.
+        self._pins = None if options.pins is None or options.update_pins else os.path.abspath(options.pins)
         self.observer = observe.Observer(
             mode=options.implicit,
             offline=options.effective_offline,
@@ -85,11 +89,11 @@ class ImplicitSession:
             self._children.apply()
 
     def _pin_file(self) -> pins.PinFile | None:
-        """The pins the session's loads follow: none while ``--hf-update-pins`` asks the Hub anew."""
-        if self.options.pins is None or self.options.update_pins:
+        """The pins the session's loads follow."""
+        if self._pins is None:
             return None
         try:
-            return pins.load(self.options.pins)
+            return pins.load(self._pins)
         except Exception:
             return None
 

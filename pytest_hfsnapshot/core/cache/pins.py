@@ -274,8 +274,9 @@ _loaded: dict[str, tuple[tuple[int, int, int], PinFile]] = {}
 
 
 def load(path: str | os.PathLike[str]) -> PinFile:
-    """:func:`read` once per version of the file in this process (what every materialization calls)."""
-    absolute = os.path.abspath(path)
+    """:func:`read` once per version of the file in this process (what every materialization calls, and
+    a session endpoint for each load a child makes)."""
+    absolute = path if isinstance(path, str) and os.path.isabs(path) else os.path.abspath(path)
     try:
         st = os.stat(absolute)
     except OSError:
