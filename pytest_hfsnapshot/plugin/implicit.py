@@ -46,8 +46,8 @@ class ImplicitSession:
 
         self.config = config
         self.options = options
-        #: The pin file the loads follow, absolute (a test's chdir does not move it): none while
-        #: ``--hf-update-pins`` asks the Hub anew.
+        #: The pin file the loads follow, made absolute once (the endpoint reads it for every answer):
+        #: none while ``--hf-update-pins`` asks the Hub anew.
         self._pins = None if options.pins is None or options.update_pins else os.path.abspath(options.pins)
         self.observer = observe.Observer(
             mode=options.implicit,
