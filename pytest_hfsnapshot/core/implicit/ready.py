@@ -40,11 +40,9 @@ class ReadyFiles:
     def known(self, cache_dir: Path, repo_type: str, repo_id: str, commit: str, path: str) -> tuple[str, int] | None:
         """The snapshot file of ``path`` at ``commit`` and its size, when it was verified here and is
         unchanged since."""
-        known = self._verified.get((str(cache_dir), repo_type, repo_id, commit, path))
-        if known is None or known[1] is None:
-            return None
         snapshot_file = snapshot_path(cache_dir, repo_type, repo_id, commit, path)
-        return (snapshot_file, known[1][1]) if known[1] == identity(snapshot_file) else None
+        known = self._unchanged((str(cache_dir), repo_type, repo_id, commit, path), snapshot_file)
+        return (snapshot_file, known[1]) if known is not None else None
 
     def prepare(self, cache_dir: Path, repo_type: str, repo_id: str, revision: str, path: str) -> Prepared | None:
         """``path`` made ready in ``cache_dir`` by the engine (with the token a child sent, if any)."""
@@ -52,8 +50,8 @@ class ReadyFiles:
             return None
         key = (str(cache_dir), repo_type, repo_id, revision, path)
         snapshot_file = snapshot_path(cache_dir, repo_type, repo_id, revision, path)
-        known = self._verified.get(key)
-        if known is not None and known[1] == identity(snapshot_file):
+        known = self._unchanged(key, snapshot_file)
+        if known is not None:
             return known[0]._replace(fetched=0)
         settings = dataclasses.replace(self._settings(), cache_dir=cache_dir)
         token = sent_token()
@@ -65,6 +63,13 @@ class ReadyFiles:
         if prepared is not None and prepared.present and is_commit(revision):
             self._verified[key] = (prepared, identity(snapshot_file))
         return prepared
+
+    def _unchanged(self, key: tuple[str, ...], snapshot_file: str) -> tuple[Prepared, int] | None:
+        """What was verified of ``snapshot_file`` here and its size, when the file is there unchanged since."""
+        known = self._verified.get(key)
+        if known is None or known[1] is None or known[1] != identity(snapshot_file):
+            return None
+        return known[0], known[1][1]
 
 
 def snapshot_path(cache_dir: Path, repo_type: str, repo_id: str, commit: str, path: str) -> str:
